@@ -1,0 +1,416 @@
+"""matrix.toml → validated, typed cells.
+
+The one loader of the matrix axes: the noxfile, the GitHub matrix emitter and the test suite's
+expected failures all go through :func:`load`. It uses only the standard library and
+``packaging`` so that it also runs inside a cell's venv. Every validation error names the file,
+the field and the bad value.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "matrix.toml"
+TIERS = ("core", "extended")
+_LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+_PYTHON = re.compile(r"^3\.(0|[1-9][0-9]*)$")
+_BACKEND = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class MatrixSpecError(ValueError):
+    """matrix.toml is malformed; the message names the file, the field and the bad value."""
+
+    def __init__(self, path: Path | str, field_name: str, problem: str, value: Any = ...) -> None:
+        shown = "" if value is ... else f" (got {value!r})"
+        super().__init__(f"{path}: {field_name}: {problem}{shown}")
+        self.path = str(path)
+        self.field = field_name
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Version_:
+    """One value of the torch or TorchAO axis."""
+
+    label: str  # "2.5": the axis label used in cell ids
+    pin: str  # "2.5.1": the exact release installed
+    extra: tuple[str, ...] = ()  # extra requirements installed with this version
+    tier: str = "core"
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    host_probe: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+    torch_probe: str = "True"
+    index_env: str = ""
+
+    def index_url(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The package index to install torch from, if the user set one in the environment."""
+        env = os.environ if environ is None else environ
+        value = env.get(self.index_env, "").strip() if self.index_env else ""
+        return value or None
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which cells an exclusion or expected failure applies to (empty tuple: every value)."""
+
+    torch: tuple[str, ...] = ()
+    torchao: tuple[str, ...] = ()
+    backend: tuple[str, ...] = ()
+
+    def matches(self, torch: str, torchao: str, backend: str) -> bool:
+        return all(
+            not allowed or value in allowed
+            for allowed, value in (
+                (self.torch, torch),
+                (self.torchao, torchao),
+                (self.backend, backend),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    where: Selector
+    reason: str
+
+
+@dataclass(frozen=True)
+class ExpectedFailure:
+    tests: tuple[str, ...]
+    where: Selector
+    reason: str
+    strict: bool = True
+
+    def matches_test(self, nodeid: str) -> bool:
+        return any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in self.tests)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (python, torch, TorchAO, backend) combination."""
+
+    python: str
+    torch: Version_
+    torchao: Version_
+    backend: Backend
+    timeout_s: int
+    multi_python: bool = False
+
+    @property
+    def id(self) -> str:
+        base = f"torch{self.torch.label}-ao{self.torchao.label}-{self.backend.name}"
+        return f"py{self.python}-{base}" if self.multi_python else base
+
+    @property
+    def tier(self) -> str:
+        return "extended" if "extended" in (self.torch.tier, self.torchao.tier) else "core"
+
+    def requirements(self) -> list[str]:
+        """The pins installed into the cell, torch first."""
+        return [
+            f"torch=={self.torch.pin}",
+            f"torchao=={self.torchao.pin}",
+            *self.torch.extra,
+            *self.torchao.extra,
+        ]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    python: tuple[str, ...]
+    cell_timeout_s: int
+    default_cell: tuple[str, str, str]
+    test_requirements: tuple[str, ...]
+    torch: tuple[Version_, ...]
+    torchao: tuple[Version_, ...]
+    backends: Mapping[str, Backend]
+    exclusions: tuple[Exclusion, ...] = ()
+    xfails: tuple[ExpectedFailure, ...] = field(default=())
+
+    def cells(
+        self,
+        *,
+        tiers: Iterable[str] = ("core",),
+        torch: str | None = None,
+        torchao: str | None = None,
+        backend: str | None = None,
+        python: str | None = None,
+    ) -> list[Cell]:
+        """Every cell not excluded, in matrix.toml order, filtered by the given axis values."""
+        wanted = set(tiers)
+        multi = len(self.python) > 1
+        out = []
+        for py in self.python:
+            for b in self.backends.values():
+                for t in self.torch:
+                    for a in self.torchao:
+                        cell = Cell(py, t, a, b, self.cell_timeout_s, multi)
+                        if cell.tier not in wanted or self.excluded(cell) is not None:
+                            continue
+                        if any(
+                            want is not None and want != have
+                            for want, have in (
+                                (torch, t.label),
+                                (torchao, a.label),
+                                (backend, b.name),
+                                (python, py),
+                            )
+                        ):
+                            continue
+                        out.append(cell)
+        return out
+
+    def excluded(self, cell: Cell) -> Exclusion | None:
+        for exclusion in self.exclusions:
+            if exclusion.where.matches(cell.torch.label, cell.torchao.label, cell.backend.name):
+                return exclusion
+        return None
+
+    def xfails_for(self, torch: str, torchao: str, backend: str) -> list[ExpectedFailure]:
+        return [x for x in self.xfails if x.where.matches(torch, torchao, backend)]
+
+    def find_cell(self, torch: str, torchao: str, backend: str) -> Cell | None:
+        for cell in self.cells(tiers=TIERS, torch=torch, torchao=torchao, backend=backend):
+            return cell
+        return None
+
+    def default(self) -> Cell:
+        cell = self.find_cell(*self.default_cell)
+        if cell is None:  # load() already checked the values; only an exclusion can get here
+            raise MatrixSpecError(self.path, "run.default_cell", "is excluded", self.default_cell)
+        return cell
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to one TOML table that remembers its field path for error messages."""
+
+    def __init__(self, path: Path, where: str, table: Any, allowed: Iterable[str]) -> None:
+        self.path, self.where = path, where
+        if not isinstance(table, dict):
+            raise MatrixSpecError(path, where or "<root>", "must be a table", table)
+        unknown = sorted(set(table) - set(allowed))
+        if unknown:
+            raise MatrixSpecError(
+                path,
+                self._name(unknown[0]),
+                f"unknown key; accepted keys are {sorted(allowed)}",
+                unknown[0],
+            )
+        self.table: dict[str, Any] = table
+
+    def _name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, problem: str, value: Any = ...) -> MatrixSpecError:
+        return MatrixSpecError(self.path, self._name(key), problem, value)
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.table:
+            if default is ...:
+                raise self.fail(key, "is required")
+            return default
+        value = self.table[key]
+        # bool is an int in Python; a bool where a number is wanted is a mistake
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self.fail(key, f"must be of type {names}", value)
+        return value
+
+    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(key, list, default)
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(f"{key}[{i}]", "must be a string", item)
+        return tuple(value)
+
+
+def _requirements(r: _Reader, key: str) -> tuple[str, ...]:
+    extra = r.strings(key, [])
+    for i, item in enumerate(extra):
+        try:
+            Requirement(item)
+        except InvalidRequirement as exc:
+            raise r.fail(f"{key}[{i}]", f"is not a valid requirement: {exc}", item) from None
+    return extra
+
+
+def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...]:
+    entries = doc.get(axis)
+    if not isinstance(entries, list) or not entries:
+        raise MatrixSpecError(path, axis, "must be a non-empty array of tables", entries)
+    seen: dict[str, int] = {}
+    out = []
+    for i, entry in enumerate(entries):
+        r = _Reader(path, f"{axis}[{i}]", entry, ("version", "pin", "extra", "tier"))
+        label = r.get("version", str)
+        if not _LABEL.match(label):
+            raise r.fail("version", "must be MAJOR.MINOR, e.g. '2.5'", label)
+        if label in seen:
+            raise r.fail("version", f"duplicate of {axis}[{seen[label]}].version", label)
+        seen[label] = i
+        pin = r.get("pin", str)
+        try:
+            parsed = Version(pin)
+        except InvalidVersion:
+            raise r.fail("pin", "is not a PEP 440 version", pin) from None
+        if parsed.local or parsed.is_devrelease or "*" in pin or len(parsed.release) < 3:
+            raise r.fail("pin", "must be an exact release MAJOR.MINOR.PATCH", pin)
+        if f"{parsed.major}.{parsed.minor}" != label:
+            raise r.fail("pin", f"does not belong to version {label!r}", pin)
+        tier = r.get("tier", str, "core")
+        if tier not in TIERS:
+            raise r.fail("tier", f"must be one of {list(TIERS)}", tier)
+        out.append(Version_(label, pin, _requirements(r, "extra"), tier))
+    return tuple(out)
+
+
+def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
+    table = doc.get("backends")
+    if not isinstance(table, dict) or not table:
+        raise MatrixSpecError(path, "backends", "must be a non-empty table", table)
+    out = {}
+    for name, entry in table.items():
+        if not _BACKEND.match(name):
+            raise MatrixSpecError(path, f"backends.{name}", "is not a valid backend name", name)
+        r = _Reader(
+            path,
+            f"backends.{name}",
+            entry,
+            ("host_probe", "platforms", "torch_probe", "index_env"),
+        )
+        probe = r.get("torch_probe", str, "True")
+        try:
+            compile(probe, f"backends.{name}.torch_probe", "eval")
+        except SyntaxError:
+            raise r.fail("torch_probe", "is not a Python expression", probe) from None
+        out[name] = Backend(
+            name,
+            r.strings("host_probe", []),
+            r.strings("platforms", []),
+            probe,
+            r.get("index_env", str, ""),
+        )
+    return out
+
+
+def _selector(r: _Reader, axes: Mapping[str, Iterable[str]]) -> Selector:
+    values: dict[str, tuple[str, ...]] = {}
+    for axis, known in axes.items():
+        chosen = r.strings(axis, [])
+        known_list = list(known)
+        for i, value in enumerate(chosen):
+            if value not in known_list:
+                raise r.fail(f"{axis}[{i}]", f"unknown {axis} value; known: {known_list}", value)
+        values[axis] = chosen
+    return Selector(**values)
+
+
+def _reason(r: _Reader) -> str:
+    reason = r.get("reason", str)
+    if not reason.strip():
+        raise r.fail("reason", "must not be empty", reason)
+    return reason
+
+
+def load(path: Path | str = DEFAULT_PATH) -> Matrix:
+    """Read and validate matrix.toml; raise :class:`MatrixSpecError` on the first fault."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixSpecError(path, "<file>", f"is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise MatrixSpecError(path, "<file>", f"cannot be read: {exc.strerror}") from None
+    _Reader(path, "", doc, ("run", "torch", "torchao", "backends", "exclude", "xfail"))
+
+    run = _Reader(
+        path,
+        "run",
+        doc.get("run"),
+        ("python", "cell_timeout_s", "default_cell", "test_requirements"),
+    )
+    python = run.strings("python")
+    if not python:
+        raise run.fail("python", "must list at least one version")
+    for i, py in enumerate(python):
+        if not _PYTHON.match(py):
+            raise run.fail(f"python[{i}]", "must look like '3.11'", py)
+    if len(set(python)) != len(python):
+        raise run.fail("python", "has a duplicate version", python)
+    timeout = run.get("cell_timeout_s", int)
+    if timeout <= 0:
+        raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
+    test_requirements = run.strings("test_requirements", [])
+
+    torch = _versions(path, doc, "torch")
+    torchao = _versions(path, doc, "torchao")
+    backends = _backends(path, doc)
+    axes = {
+        "torch": [v.label for v in torch],
+        "torchao": [v.label for v in torchao],
+        "backend": list(backends),
+    }
+
+    d = _Reader(path, "run.default_cell", run.get("default_cell", dict), axes)
+    for axis, known in axes.items():
+        value = d.get(axis, str)
+        if value not in known:
+            raise d.fail(axis, f"unknown {axis} value; known: {known}", value)
+    default_cell = (d.table["torch"], d.table["torchao"], d.table["backend"])
+
+    exclusions = []
+    for i, entry in enumerate(doc.get("exclude", [])):
+        r = _Reader(path, f"exclude[{i}]", entry, (*axes, "reason"))
+        exclusions.append(Exclusion(_selector(r, axes), _reason(r)))
+
+    xfails = []
+    for i, entry in enumerate(doc.get("xfail", [])):
+        r = _Reader(path, f"xfail[{i}]", entry, (*axes, "tests", "reason", "strict"))
+        tests = r.strings("tests")
+        if not tests or any(not t.startswith("tests/") for t in tests):
+            raise r.fail("tests", "must list pytest node-id patterns starting with 'tests/'", tests)
+        xfails.append(
+            ExpectedFailure(tests, _selector(r, axes), _reason(r), r.get("strict", bool, True))
+        )
+
+    matrix = Matrix(
+        path,
+        python,
+        timeout,
+        default_cell,
+        test_requirements,
+        torch,
+        torchao,
+        backends,
+        tuple(exclusions),
+        tuple(xfails),
+    )
+    if matrix.find_cell(*default_cell) is None:
+        raise d.fail("torch", "names an excluded cell", default_cell)
+    return matrix
+
+
+if __name__ == "__main__":  # `python -m harness.spec [path]`: validate and list the cells
+    m = load(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_PATH)
+    for c in m.cells(tiers=TIERS):
+        print(c.id, c.tier, " ".join(c.requirements()))

@@ -1,0 +1,152 @@
+# /// script
+# dependencies = ["nox>=2025.2.9", "uv>=0.5"]
+# ///
+"""Sessions generated from matrix.toml; the logic lives in harness/ (tested on its own).
+
+    nox -l                        every session: the matrix cells and the tools
+    nox -s tests                  the README's test command: the default cell + harness tests
+    nox -s matrix                 the main job: every runnable core cell, then the report
+    nox -s matrix -- --tier extended --backend cpu
+    nox -s tests-torch2.5-cpu     torch 2.5 with every TorchAO version, in one venv
+    nox -s tests-torch2.5-ao0.7-cpu   one cell
+    nox -t torch2.5 / -t cpu / -t ao0.7   pick by axis (tags)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from harness import runner, spec  # noqa: E402
+from harness.cell import summary_line  # noqa: E402
+from harness.spec import Cell  # noqa: E402
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests"]
+
+MATRIX = spec.load(ROOT / "matrix.toml")
+REPORTS = ROOT / "reports"
+HARNESS_REQS = ("-r", "requirements/harness.txt")
+
+
+def _run_and_judge(session: nox.Session, cells: Sequence[Cell]) -> None:
+    """Run cells in this session's venv; skip if none could run, fail if any went wrong."""
+    results = runner.run_cells(
+        MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS
+    )
+    for result in results:
+        session.log(summary_line(result))
+    if all(r.status == "skipped" for r in results):
+        session.skip(results[0].reason)
+    bad = [r.id for r in results if not r.ok]
+    if bad:
+        session.error(f"{len(bad)} cell(s) did not pass: {', '.join(bad)}")
+
+
+def _group_session(name: str, cells: list[Cell]) -> None:
+    first = cells[0]
+
+    @nox.session(
+        name=name,
+        python=first.python,
+        tags=["matrix", first.tier, f"torch{first.torch.label}", first.backend.name],
+        default=False,
+    )
+    def group(session: nox.Session) -> None:
+        _run_and_judge(session, cells)
+
+    group.__doc__ = f"torch {first.torch.pin} × TorchAO {', '.join(c.torchao.pin for c in cells)} on {first.backend.name}"
+
+
+def _cell_session(cell: Cell) -> None:
+    @nox.session(
+        name=runner.cell_name(cell),
+        python=cell.python,
+        tags=["cell", f"ao{cell.torchao.label}", f"torch{cell.torch.label}-ao{cell.torchao.label}"],
+        default=False,
+    )
+    def one(session: nox.Session) -> None:
+        _run_and_judge(session, [cell])
+
+    one.__doc__ = f"one cell: {' '.join(cell.requirements())} on {cell.backend.name}"
+
+
+for _name, _cells in runner.group_cells(MATRIX, spec.TIERS).items():
+    _group_session(_name, _cells)
+    for _cell in _cells:
+        _cell_session(_cell)
+
+
+def _matrix_args(posargs: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="nox -s matrix --")
+    parser.add_argument("--tier", action="append", choices=spec.TIERS, help="default: core")
+    parser.add_argument("--backend", action="append", choices=sorted(MATRIX.backends))
+    return parser.parse_args(list(posargs))
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def matrix(session: nox.Session) -> None:
+    """The main job: every cell this runner can run (others skip), then the matrix report."""
+    args = _matrix_args(session.posargs)
+    names = [
+        name
+        for name, cells in runner.group_cells(MATRIX, args.tier or ["core"]).items()
+        if not args.backend or cells[0].backend.name in args.backend
+    ]
+    session.install(*HARNESS_REQS)
+    # A nested nox runs every group even when one fails; its exit code is judged from the report.
+    session.run(
+        sys.executable, "-m", "nox", "--reuse-venv=yes", "-s", *names,
+        external=True, success_codes=[0, 1],
+    )
+    _render(session)
+    summary = json.loads((REPORTS / "matrix.json").read_text())
+    if summary["totals"]["bad_cells"]:
+        session.error(f"{summary['totals']['bad_cells']} cell(s) failed or errored")
+
+
+def _render(session: nox.Session) -> None:
+    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def report(session: nox.Session) -> None:
+    """Merge reports/cells/* into reports/matrix.{json,md,html}."""
+    session.install(*HARNESS_REQS)
+    _render(session)
+
+
+@nox.session(python=MATRIX.python[0])
+def tests(session: nox.Session) -> None:
+    """The README's test command: the suite on the default cell, then the harness's own tests."""
+    cell = MATRIX.default()
+    results = runner.run_cells(MATRIX, [cell], python=Path(session.bin) / "python", reports=REPORTS)
+    session.log(summary_line(results[0]))
+    session.install(*HARNESS_REQS)
+    session.run(
+        "python", "-m", "pytest", "tests/harness", "-p", "no:cacheprovider",
+        f"--junitxml={REPORTS / 'harness-junit.xml'}", *session.posargs,
+    )
+    if not results[0].ok:
+        session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
+
+
+@nox.session(python=MATRIX.python[0])
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the library, the harness, the noxfile and the benchmarks."""
+    cell = MATRIX.default()
+    session.install(*cell.requirements(), *HARNESS_REQS, "-r", "requirements/lint.txt",
+                    *[a for r in MATRIX.test_requirements for a in ("-r", r)])
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "compat", "harness", "bench", "noxfile.py")
+    session.run("mypy")

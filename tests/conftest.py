@@ -1,0 +1,118 @@
+"""Test-suite plumbing shared by every matrix cell.
+
+- Hypothesis profiles: ``dev`` (local default), ``ci`` (deterministic; the default when ``CI``
+  is set), ``nightly`` (10,000 examples with an example database); ``HYPOTHESIS_PROFILE``
+  picks one explicitly.
+- The cell this run belongs to: from ``$COMPAT_MATRIX_CELL`` (written by the harness), else
+  matched from matrix.toml by the installed torch / TorchAO versions (a plain ``pytest`` run).
+- Expected failures declared in matrix.toml are applied to the matching tests here.
+- JUnit suite properties record the cell and the exact installed versions.
+- The ``backend`` fixture is parametrized over the backends this cell exercises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+ROOT = Path(__file__).resolve().parent.parent
+
+settings.register_profile("dev", deadline=None, max_examples=60)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=60,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "nightly",
+    max_examples=10_000,
+    deadline=None,
+    database=DirectoryBasedExampleDatabase(str(ROOT / ".hypothesis" / "examples")),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _label(version: str | None) -> str:
+    return ".".join((version or "").split("+")[0].split(".")[:2])
+
+
+def _current_cell() -> dict[str, Any]:
+    """The cell spec the harness wrote, or one matched from matrix.toml for a local run."""
+    path = os.environ.get("COMPAT_MATRIX_CELL")
+    if path:
+        return dict(json.loads(Path(path).read_text()))
+    from harness import spec  # the loader is standard library + packaging only
+
+    matrix = spec.load()
+    torch_label, ao_label = _label(_version("torch")), _label(_version("torchao"))
+    found = matrix.find_cell(torch_label, ao_label, "cpu")
+    xfails = matrix.xfails_for(torch_label, ao_label, "cpu") if found else []
+    return {
+        "id": found.id if found else f"local-torch{torch_label}-ao{ao_label}",
+        "torch": torch_label,
+        "torchao": ao_label,
+        "backend": None,  # a local run exercises every backend the machine exposes
+        "python": None,
+        "xfails": [{"tests": list(x.tests), "reason": x.reason, "strict": x.strict} for x in xfails],
+    }
+
+
+CELL = _current_cell()
+
+
+@pytest.fixture(scope="session")
+def matrix_cell() -> dict[str, Any]:
+    return CELL
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from fnmatch import fnmatchcase
+
+    for item in items:
+        for entry in CELL["xfails"]:
+            if any(fnmatchcase(item.nodeid, pattern) for pattern in entry["tests"]):
+                reason = f"[matrix.toml, cell {CELL['id']}] {entry['reason']}"
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=entry["strict"]))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _junit_suite_properties(record_testsuite_property: Any) -> None:
+    for key in ("id", "torch", "torchao", "backend", "python"):
+        if CELL.get(key):
+            record_testsuite_property(f"cell.{key}", CELL[key])
+    for dist in ("torch", "torchao", "numpy", "safetensors", "hypothesis"):
+        record_testsuite_property(f"installed.{dist}", _version(dist) or "absent")
+
+
+def _backends() -> list[str]:
+    import compat
+
+    available = list(compat.available_backends())
+    cell_backend = CELL.get("backend")
+    if cell_backend is None:
+        return available
+    return [b for b in available if b in ("cpu", "meta", cell_backend)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _backends())
