@@ -1,0 +1,176 @@
+"""One cell end to end on a throwaway test project: every status is reached for real."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import cell as cellmod
+from harness.cell import CellPlan, run_cell, summarize_reportlog
+from harness.spec import Backend, Cell, Version_
+
+FAKE_PROBE = (
+    "import json; print(json.dumps({'installed': {'torch': '2.6.0'}, 'torchao_cpp': True, "
+    "'backend_ok': %s, 'backend_error': None}))"
+)
+
+
+def make_cell(timeout_s: int = 120, backend: Backend | None = None) -> Cell:
+    return Cell(
+        "3.11",
+        Version_("2.6", "2.6.0"),
+        Version_("0.8", "0.8.0"),
+        backend or Backend("cpu"),
+        timeout_s,
+    )
+
+
+def plan(
+    tmp_path: Path,
+    tests: str,
+    *,
+    timeout_s: int = 120,
+    install: list[list[str]] | None = None,
+    backend_ok: bool = True,
+    probe: list[str] | None = None,
+    xfails: list[dict[str, object]] | None = None,
+) -> CellPlan:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    (project / "test_it.py").write_text(textwrap.dedent(tests))
+    c = make_cell(timeout_s)
+    out = tmp_path / "reports" / "cells" / c.id
+    args = [
+        "-m", "pytest", str(project), "-p", "no:cacheprovider", "-p", "no:randomly",
+        f"--junitxml={out / 'junit.xml'}", "-o", f"junit_suite_name={c.id}",
+        f"--report-log={out / 'log.jsonl'}",
+    ]
+    return CellPlan(
+        c, Path(sys.executable), out, install or [], args, xfails or [],
+        probe=probe or [sys.executable, "-c", FAKE_PROBE % backend_ok],
+    )
+
+
+def read(plan_: CellPlan) -> dict[str, object]:
+    return dict(json.loads((plan_.outdir / "cell.json").read_text()))
+
+
+MIXED = """
+    import pytest
+
+    def test_ok(): assert 1 + 1 == 2
+    def test_bad(): assert 1 + 1 == 3
+    @pytest.mark.xfail(strict=True)
+    def test_expected(): assert False
+    @pytest.mark.skip(reason="absent")
+    def test_skipped(): pass
+    @pytest.fixture
+    def broken(): raise RuntimeError("fixture")
+    def test_error(broken): pass
+"""
+
+
+def test_passing_cell(tmp_path: Path) -> None:
+    p = plan(tmp_path, "def test_a(): pass\ndef test_b(): pass\n")
+    result = run_cell(p, echo=None)
+    assert result.status == "passed" and result.ok
+    assert result.counts["passed"] == 2
+    data = read(p)
+    assert data["status"] == "passed" and data["installed"] == {"torch": "2.6.0"}
+    assert data["torchao_cpp"] is True
+    junit = (p.outdir / "junit.xml").read_text()
+    assert 'name="torch2.6-ao0.8-cpu"' in junit
+
+
+def test_failing_cell_counts_every_outcome(tmp_path: Path) -> None:
+    p = plan(tmp_path, MIXED)
+    result = run_cell(p, echo=None)
+    assert result.status == "failed" and not result.ok
+    assert result.counts == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "xfailed": 1, "xpassed": 0}
+    assert {f["nodeid"].split("::")[-1]: f["outcome"] for f in result.failures} == {
+        "test_bad": "failed", "test_error": "error",
+    }
+    assert "== 3" in result.failures[0]["message"]
+    assert "test_bad" in result.log_tail
+
+
+def test_crash_is_recorded_with_the_log_tail(tmp_path: Path) -> None:
+    p = plan(tmp_path, "import os\ndef test_a(): pass\ndef test_die():\n    print('about to die', flush=True)\n    os.abort()\n")
+    result = run_cell(p, echo=None)
+    assert result.status == "crashed"
+    assert "SIGABRT" in result.reason
+    assert result.counts["passed"] == 1  # what finished before the crash is kept
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    p = plan(tmp_path, "import subprocess, sys, time\ndef test_hang():\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n    time.sleep(600)\n", timeout_s=8)
+    result = run_cell(p, echo=None)
+    assert result.status == "timeout"
+    assert result.duration_s < 60
+    assert "killed after" in (p.outdir / "output.log").read_text()
+
+
+def test_install_error_stops_before_tests(tmp_path: Path) -> None:
+    bad_install = [sys.executable, "-c", "import sys; print('no matching distribution'); sys.exit(3)"]
+    p = plan(tmp_path, "def test_a(): pass\n", install=[bad_install])
+    result = run_cell(p, echo=None)
+    assert result.status == "install-error"
+    assert "exited 3" in result.reason and "no matching distribution" in result.log_tail
+    assert not (p.outdir / "junit.xml").exists()
+
+
+def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:
+    probe = [sys.executable, "-c", "raise ImportError('libcublas.so.12: cannot open')"]
+    result = run_cell(plan(tmp_path, "def test_a(): pass\n", probe=probe), echo=None)
+    assert result.status == "install-error"
+    assert "libcublas" in result.log_tail
+
+
+def test_backend_absent_in_torch_skips_with_a_reason(tmp_path: Path) -> None:
+    result = run_cell(plan(tmp_path, "def test_a(): pass\n", backend_ok=False), echo=None)
+    assert result.status == "skipped" and result.ok
+    assert "no usable cpu" in result.reason
+
+
+def test_no_tests_collected_is_an_error(tmp_path: Path) -> None:
+    result = run_cell(plan(tmp_path, "x = 1\n"), echo=None)
+    assert result.status == "error" and "no tests" in result.reason
+
+
+def test_host_probe_decides_before_installing(tmp_path: Path) -> None:
+    absent = Backend("cuda", host_probe=("sh", "-c", "exit 7"))
+    assert "exited 7" in (cellmod.host_lacks(absent) or "")
+    assert "FileNotFoundError" in (cellmod.host_lacks(Backend("x", host_probe=("no-such-binary-xyz",))) or "")
+    assert "needs platform darwin" in (cellmod.host_lacks(Backend("mps", platforms=("darwin",)), "linux") or "")
+    assert cellmod.host_lacks(Backend("cpu")) is None
+
+
+def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    records = [
+        {"$report_type": "TestReport", "nodeid": "t::flaky", "when": "call", "outcome": "rerun"},
+        {"$report_type": "TestReport", "nodeid": "t::flaky", "when": "call", "outcome": "passed"},
+        {"$report_type": "TestReport", "nodeid": "t::xf", "when": "call", "outcome": "skipped", "wasxfail": ""},
+        {"$report_type": "TestReport", "nodeid": "t::td", "when": "call", "outcome": "passed"},
+        {"$report_type": "TestReport", "nodeid": "t::td", "when": "teardown", "outcome": "failed", "longrepr": "boom"},
+        {"$report_type": "SessionFinish", "exitstatus": 1},
+    ]
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
+    counts, failures, finished = summarize_reportlog(log)
+    assert finished
+    assert counts["passed"] == 1 and counts["xfailed"] == 1 and counts["error"] == 1
+    assert failures == [{"nodeid": "t::td", "outcome": "error", "message": "boom"}]
+
+
+@pytest.mark.parametrize("env_value", [None, "file:///somewhere/simple"])
+def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: str | None) -> None:
+    c = make_cell(backend=Backend("cpu", index_env="X_INDEX"))
+    environ = {} if env_value is None else {"X_INDEX": env_value}
+    (cmd,) = cellmod.install_commands(c, Path("/v/bin/python"), uv="uv", requirements=["r.txt"], environ=environ)
+    assert cmd[:5] == ["uv", "pip", "install", "--python", "/v/bin/python"]
+    assert "torch==2.6.0" in cmd and "torchao==0.8.0" in cmd and cmd[-2:] == ["-r", "r.txt"]
+    assert ("--index" in cmd) == (env_value is not None)

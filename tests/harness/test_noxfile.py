@@ -1,0 +1,68 @@
+"""The sessions nox lists are generated from matrix.toml, and absent backends skip cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import runner, spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def nox(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_")}
+    return subprocess.run(
+        [sys.executable, "-m", "nox", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def listed() -> list[dict[str, object]]:
+    sessions = []
+    for selection in (["-t", "matrix", "cell"], ["-s", "matrix", "report", "tests", "lint"]):
+        done = nox("-l", "--json", *selection)
+        assert done.returncode == 0, done.stderr
+        sessions += json.loads(done.stdout)
+    return sessions
+
+
+def test_every_cell_and_group_is_listed(listed: list[dict[str, object]]) -> None:
+    matrix = spec.load()
+    names = {s["name"] for s in listed}
+    for backend in matrix.backends:
+        cells = matrix.cells(tiers=spec.TIERS, backend=backend)
+        assert len([c for c in cells if c.tier == "core"]) == 12
+        assert {f"tests-{c.id}" for c in cells} <= names
+        assert {runner.group_name(c) for c in cells} <= names
+    assert {"tests-torch2.5-cuda", "tests-torch2.5-ao0.7-cuda", "tests-torch2.3-cpu"} <= names
+    assert {"matrix", "report", "tests", "lint"} <= names
+
+
+def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
+    by_name = {s["name"]: set(s["tags"]) for s in listed}  # type: ignore[arg-type]
+    assert {"matrix", "core", "torch2.5", "cuda"} <= by_name["tests-torch2.5-cuda"]
+    assert {"cell", "ao0.7"} <= by_name["tests-torch2.5-ao0.7-cuda"]
+    done = nox("-l", "--json", "-t", "ao0.7")
+    picked = {s["name"] for s in json.loads(done.stdout)}
+    assert picked == {f"tests-torch{t}-ao0.7-{b}" for t in ("2.3", "2.4", "2.5", "2.6") for b in ("cpu", "cuda", "mps", "xpu")}
+
+
+@pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True, check=False).returncode == 0,
+    reason="this runner has a GPU; the skip path is for runners without one",
+)
+def test_backend_this_runner_lacks_skips_with_one_line_reason() -> None:
+    done = nox("-s", "tests-torch2.5-cuda")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Session tests-torch2.5-cuda skipped: no cuda on this runner" in done.stderr
+    for ao in ("0.6", "0.7", "0.8"):
+        cell = json.loads((ROOT / "reports" / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text())
+        assert cell["status"] == "skipped" and "nvidia-smi" in cell["reason"]
+        assert cell["counts"]["passed"] == 0
