@@ -134,7 +134,7 @@ def tests(session: nox.Session) -> None:
     session.log(summary_line(results[0]))
     session.install(*HARNESS_REQS)
     session.run(
-        "python", "-m", "pytest", "tests/harness", "-p", "no:cacheprovider",
+        "python", "-m", "pytest", "tests/harness", "--confcutdir=tests/harness", "-p", "no:cacheprovider",
         f"--junitxml={REPORTS / 'harness-junit.xml'}", *session.posargs,
     )
     if not results[0].ok:

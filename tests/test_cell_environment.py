@@ -1,0 +1,52 @@
+"""The cell is what it says it is: the pinned versions, a working NumPy bridge, a usable TorchAO.
+
+These fail when an install step picks the wrong wheel (a torch that drifted, a NumPy 2 beside
+torch 2.3) before any compat test can be trusted.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tests import torchao_api
+
+
+def _label(dist: str) -> str:
+    return ".".join(metadata.version(dist).split("+")[0].split(".")[:2])
+
+
+def test_installed_versions_match_the_cell(matrix_cell: dict[str, Any]) -> None:
+    assert _label("torch") == matrix_cell["torch"]
+    assert _label("torchao") == matrix_cell["torchao"]
+    assert torch.__version__.split("+")[0].startswith(matrix_cell["torch"] + ".")
+
+
+def test_numpy_bridge_round_trips() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = torch.from_numpy(a)
+    assert t.data_ptr() == a.ctypes.data  # shares memory, no copy
+    assert np.array_equal(t.T.contiguous().numpy(), a.T)
+
+
+def test_torchao_int8_weight_only_quantizes_and_runs_on_cpu() -> None:
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 32)
+    x = torch.randn(4, 64)
+    expected = lin(x)
+    torchao_api.quantize_(lin, torchao_api.int8_weight_only())
+    assert type(lin.weight) not in (torch.Tensor, torch.nn.Parameter)  # a TorchAO subclass now
+    got = lin(x)
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backend_fixture_allocates(backend: str, dtype: torch.dtype) -> None:
+    t = torch.ones(3, dtype=dtype, device=backend)
+    assert t.device.type == backend
+    assert t.shape == (3,) and t.dtype is dtype
