@@ -3,13 +3,13 @@
 # ///
 """Sessions generated from matrix.toml; the logic lives in harness/ (tested on its own).
 
-    nox -l                        every session: the matrix cells and the tools
-    nox -s tests                  the README's test command: the default cell + harness tests
-    nox -s matrix                 the main job: every runnable core cell, then the report
-    nox -s matrix -- --tier extended --backend cpu
-    nox -s tests-torch2.5-cpu     torch 2.5 with every TorchAO version, in one venv
-    nox -s tests-torch2.5-ao0.7-cpu   one cell
-    nox -t torch2.5 / -t cpu / -t ao0.7   pick by axis (tags)
+nox -l                        every session: the matrix cells and the tools
+nox -s tests                  the README's test command: the default cell + harness tests
+nox -s matrix                 the main job: every runnable core cell, then the report
+nox -s matrix -- --tier extended --backend cpu
+nox -s tests-torch2.5-cpu     torch 2.5 with every TorchAO version, in one venv
+nox -s tests-torch2.5-ao0.7-cpu   one cell
+nox -t torch2.5 / -t cpu / -t ao0.7   pick by axis (tags)
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ HARNESS_REQS = ("-r", "requirements/harness.txt")
 
 def _run_and_judge(session: nox.Session, cells: Sequence[Cell]) -> None:
     """Run cells in this session's venv; skip if none could run, fail if any went wrong."""
-    results = runner.run_cells(
-        MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS
-    )
+    results = runner.run_cells(MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS)
     for result in results:
         session.log(summary_line(result))
     if all(r.status == "skipped" for r in results):
@@ -65,7 +63,8 @@ def _group_session(name: str, cells: list[Cell]) -> None:
     def group(session: nox.Session) -> None:
         _run_and_judge(session, cells)
 
-    group.__doc__ = f"torch {first.torch.pin} × TorchAO {', '.join(c.torchao.pin for c in cells)} on {first.backend.name}"
+    aos = ", ".join(c.torchao.pin for c in cells)
+    group.__doc__ = f"torch {first.torch.pin} × TorchAO {aos} on {first.backend.name}"
 
 
 def _cell_session(cell: Cell) -> None:
@@ -106,8 +105,14 @@ def matrix(session: nox.Session) -> None:
     session.install(*HARNESS_REQS)
     # A nested nox runs every group even when one fails; its exit code is judged from the report.
     session.run(
-        sys.executable, "-m", "nox", "--reuse-venv=yes", "-s", *names,
-        external=True, success_codes=[0, 1],
+        sys.executable,
+        "-m",
+        "nox",
+        "--reuse-venv=yes",
+        "-s",
+        *names,
+        external=True,
+        success_codes=[0, 1],
     )
     _render(session)
     summary = json.loads((REPORTS / "matrix.json").read_text())
@@ -134,8 +139,15 @@ def tests(session: nox.Session) -> None:
     session.log(summary_line(results[0]))
     session.install(*HARNESS_REQS)
     session.run(
-        "python", "-m", "pytest", "tests/harness", "--confcutdir=tests/harness", "-p", "no:cacheprovider",
-        f"--junitxml={REPORTS / 'harness-junit.xml'}", *session.posargs,
+        "python",
+        "-m",
+        "pytest",
+        "tests/harness",
+        "--confcutdir=tests/harness",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={REPORTS / 'harness-junit.xml'}",
+        *session.posargs,
     )
     if not results[0].ok:
         session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
@@ -145,8 +157,13 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the library, the harness, the noxfile and the benchmarks."""
     cell = MATRIX.default()
-    session.install(*cell.requirements(), *HARNESS_REQS, "-r", "requirements/lint.txt",
-                    *[a for r in MATRIX.test_requirements for a in ("-r", r)])
+    session.install(
+        *cell.requirements(),
+        *HARNESS_REQS,
+        "-r",
+        "requirements/lint.txt",
+        *[a for r in MATRIX.test_requirements for a in ("-r", r)],
+    )
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "compat", "harness", "bench", "noxfile.py")
     session.run("mypy")

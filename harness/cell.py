@@ -324,7 +324,7 @@ def plan_for(
     extra_install: Sequence[str] = (),
 ) -> CellPlan:
     outdir = reports / "cells" / cell.id
-    requirements = [ROOT / r for r in matrix.test_requirements]
+    requirements = [str(ROOT / r) for r in matrix.test_requirements]
     xfails = [
         {"tests": list(x.tests), "reason": x.reason, "strict": x.strict}
         for x in matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name)
@@ -462,4 +462,5 @@ def summary_line(result: CellResult) -> str:
     c = result.counts
     counts = ", ".join(f"{c[k]} {k}" for k in OUTCOMES if c.get(k))
     extra = f" — {result.reason}" if result.reason else ""
-    return f"{result.id}: {result.status.upper()} ({counts or 'no tests'}; {result.duration_s} s){extra}"
+    done = f"{counts or 'no tests'}; {result.duration_s} s"
+    return f"{result.id}: {result.status.upper()} ({done}){extra}"

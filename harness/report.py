@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from junitparser import Error, Failure, JUnitXml
+from junitparser import Error, Failure, JUnitXml, TestCase
 from packaging.version import Version
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -52,6 +52,8 @@ def junit_failures(path: Path) -> list[dict[str, str]] | None:
     suites = [xml] if xml._tag == "testsuite" else list(xml)
     for suite in suites:
         for case in suite:
+            if not isinstance(case, TestCase):
+                continue
             key = (case.classname or "", case.name or "")
             bad = [r for r in case.result if isinstance(r, Failure | Error)]
             last[key] = (
@@ -136,7 +138,9 @@ def render_markdown(data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT) -> st
     encoded = text.encode()
     if len(encoded) <= limit:
         return text
-    note = "\n\n… truncated to fit the step summary; the full list is in matrix.html / matrix.json\n"
+    note = (
+        "\n\n… truncated to fit the step summary; the full list is in matrix.html / matrix.json\n"
+    )
     cut = encoded[: limit - len(note.encode()) - 4].decode(errors="ignore")
     return cut[: cut.rfind("\n")] + note
 

@@ -38,7 +38,9 @@ def uv_bin() -> str:
     except (ImportError, FileNotFoundError):
         found = shutil.which("uv")
         if found is None:
-            raise RuntimeError("uv is not installed: pip install -r requirements/tools.txt")
+            raise RuntimeError(
+                "uv is not installed: pip install -r requirements/tools.txt"
+            ) from None
         return found
 
 
@@ -86,9 +88,7 @@ def run_cells(
             runnable += mine
     tool = (uv or uv_bin()) if runnable else ""
     for cell in runnable:
-        plan = plan_for(
-            matrix, cell, python, uv=tool, reports=reports, extra_install=extra_install
-        )
+        plan = plan_for(matrix, cell, python, uv=tool, reports=reports, extra_install=extra_install)
         result = run_cell(plan, echo=echo)
         if echo is not None:
             echo.write(f"[harness] {summary_line(result)}\n")

@@ -12,12 +12,12 @@ import fnmatch
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
@@ -325,7 +325,7 @@ def _selector(r: _Reader, axes: Mapping[str, Iterable[str]]) -> Selector:
 
 
 def _reason(r: _Reader) -> str:
-    reason = r.get("reason", str)
+    reason: str = r.get("reason", str)
     if not reason.strip():
         raise r.fail("reason", "must not be empty", reason)
     return reason

@@ -41,7 +41,9 @@ settings.register_profile(
     database=DirectoryBasedExampleDatabase(str(ROOT / ".hypothesis" / "examples")),
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 def _version(dist: str) -> str | None:
@@ -72,7 +74,9 @@ def _current_cell() -> dict[str, Any]:
         "torchao": ao_label,
         "backend": None,  # a local run exercises every backend the machine exposes
         "python": None,
-        "xfails": [{"tests": list(x.tests), "reason": x.reason, "strict": x.strict} for x in xfails],
+        "xfails": [
+            {"tests": list(x.tests), "reason": x.reason, "strict": x.strict} for x in xfails
+        ],
     }
 
 

@@ -45,12 +45,25 @@ def plan(
     c = make_cell(timeout_s)
     out = tmp_path / "reports" / "cells" / c.id
     args = [
-        "-m", "pytest", str(project), "-p", "no:cacheprovider", "-p", "no:randomly",
-        f"--junitxml={out / 'junit.xml'}", "-o", f"junit_suite_name={c.id}",
+        "-m",
+        "pytest",
+        str(project),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        f"--junitxml={out / 'junit.xml'}",
+        "-o",
+        f"junit_suite_name={c.id}",
         f"--report-log={out / 'log.jsonl'}",
     ]
     return CellPlan(
-        c, Path(sys.executable), out, install or [], args, xfails or [],
+        c,
+        Path(sys.executable),
+        out,
+        install or [],
+        args,
+        xfails or [],
         probe=probe or [sys.executable, "-c", FAKE_PROBE % backend_ok],
     )
 
@@ -90,16 +103,27 @@ def test_failing_cell_counts_every_outcome(tmp_path: Path) -> None:
     p = plan(tmp_path, MIXED)
     result = run_cell(p, echo=None)
     assert result.status == "failed" and not result.ok
-    assert result.counts == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "xfailed": 1, "xpassed": 0}
+    assert result.counts == {
+        "passed": 1,
+        "failed": 1,
+        "error": 1,
+        "skipped": 1,
+        "xfailed": 1,
+        "xpassed": 0,
+    }
     assert {f["nodeid"].split("::")[-1]: f["outcome"] for f in result.failures} == {
-        "test_bad": "failed", "test_error": "error",
+        "test_bad": "failed",
+        "test_error": "error",
     }
     assert "== 3" in result.failures[0]["message"]
     assert "test_bad" in result.log_tail
 
 
 def test_crash_is_recorded_with_the_log_tail(tmp_path: Path) -> None:
-    p = plan(tmp_path, "import os\ndef test_a(): pass\ndef test_die():\n    print('about to die', flush=True)\n    os.abort()\n")
+    p = plan(
+        tmp_path,
+        "import os\ndef test_a(): pass\ndef test_die():\n    print('about to die', flush=True)\n    os.abort()\n",
+    )
     result = run_cell(p, echo=None)
     assert result.status == "crashed"
     assert "SIGABRT" in result.reason
@@ -107,7 +131,11 @@ def test_crash_is_recorded_with_the_log_tail(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    p = plan(tmp_path, "import subprocess, sys, time\ndef test_hang():\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n    time.sleep(600)\n", timeout_s=8)
+    p = plan(
+        tmp_path,
+        "import subprocess, sys, time\ndef test_hang():\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n    time.sleep(600)\n",
+        timeout_s=8,
+    )
     result = run_cell(p, echo=None)
     assert result.status == "timeout"
     assert result.duration_s < 60
@@ -115,7 +143,11 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_install_error_stops_before_tests(tmp_path: Path) -> None:
-    bad_install = [sys.executable, "-c", "import sys; print('no matching distribution'); sys.exit(3)"]
+    bad_install = [
+        sys.executable,
+        "-c",
+        "import sys; print('no matching distribution'); sys.exit(3)",
+    ]
     p = plan(tmp_path, "def test_a(): pass\n", install=[bad_install])
     result = run_cell(p, echo=None)
     assert result.status == "install-error"
@@ -144,8 +176,12 @@ def test_no_tests_collected_is_an_error(tmp_path: Path) -> None:
 def test_host_probe_decides_before_installing(tmp_path: Path) -> None:
     absent = Backend("cuda", host_probe=("sh", "-c", "exit 7"))
     assert "exited 7" in (cellmod.host_lacks(absent) or "")
-    assert "FileNotFoundError" in (cellmod.host_lacks(Backend("x", host_probe=("no-such-binary-xyz",))) or "")
-    assert "needs platform darwin" in (cellmod.host_lacks(Backend("mps", platforms=("darwin",)), "linux") or "")
+    assert "FileNotFoundError" in (
+        cellmod.host_lacks(Backend("x", host_probe=("no-such-binary-xyz",))) or ""
+    )
+    assert "needs platform darwin" in (
+        cellmod.host_lacks(Backend("mps", platforms=("darwin",)), "linux") or ""
+    )
     assert cellmod.host_lacks(Backend("cpu")) is None
 
 
@@ -154,9 +190,21 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
     records = [
         {"$report_type": "TestReport", "nodeid": "t::flaky", "when": "call", "outcome": "rerun"},
         {"$report_type": "TestReport", "nodeid": "t::flaky", "when": "call", "outcome": "passed"},
-        {"$report_type": "TestReport", "nodeid": "t::xf", "when": "call", "outcome": "skipped", "wasxfail": ""},
+        {
+            "$report_type": "TestReport",
+            "nodeid": "t::xf",
+            "when": "call",
+            "outcome": "skipped",
+            "wasxfail": "",
+        },
         {"$report_type": "TestReport", "nodeid": "t::td", "when": "call", "outcome": "passed"},
-        {"$report_type": "TestReport", "nodeid": "t::td", "when": "teardown", "outcome": "failed", "longrepr": "boom"},
+        {
+            "$report_type": "TestReport",
+            "nodeid": "t::td",
+            "when": "teardown",
+            "outcome": "failed",
+            "longrepr": "boom",
+        },
         {"$report_type": "SessionFinish", "exitstatus": 1},
     ]
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
@@ -170,7 +218,9 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
 def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: str | None) -> None:
     c = make_cell(backend=Backend("cpu", index_env="X_INDEX"))
     environ = {} if env_value is None else {"X_INDEX": env_value}
-    (cmd,) = cellmod.install_commands(c, Path("/v/bin/python"), uv="uv", requirements=["r.txt"], environ=environ)
+    (cmd,) = cellmod.install_commands(
+        c, Path("/v/bin/python"), uv="uv", requirements=["r.txt"], environ=environ
+    )
     assert cmd[:5] == ["uv", "pip", "install", "--python", "/v/bin/python"]
     assert "torch==2.6.0" in cmd and "torchao==0.8.0" in cmd and cmd[-2:] == ["-r", "r.txt"]
     assert ("--index" in cmd) == (env_value is not None)

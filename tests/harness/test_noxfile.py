@@ -19,7 +19,12 @@ def nox(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_")}
     return subprocess.run(
         [sys.executable, "-m", "nox", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
     )
 
 
@@ -51,7 +56,11 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     assert {"cell", "ao0.7"} <= by_name["tests-torch2.5-ao0.7-cuda"]
     done = nox("-l", "--json", "-t", "ao0.7")
     picked = {s["name"] for s in json.loads(done.stdout)}
-    assert picked == {f"tests-torch{t}-ao0.7-{b}" for t in ("2.3", "2.4", "2.5", "2.6") for b in ("cpu", "cuda", "mps", "xpu")}
+    assert picked == {
+        f"tests-torch{t}-ao0.7-{b}"
+        for t in ("2.3", "2.4", "2.5", "2.6")
+        for b in ("cpu", "cuda", "mps", "xpu")
+    }
 
 
 @pytest.mark.skipif(
@@ -63,6 +72,8 @@ def test_backend_this_runner_lacks_skips_with_one_line_reason() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Session tests-torch2.5-cuda skipped: no cuda on this runner" in done.stderr
     for ao in ("0.6", "0.7", "0.8"):
-        cell = json.loads((ROOT / "reports" / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text())
+        cell = json.loads(
+            (ROOT / "reports" / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text()
+        )
         assert cell["status"] == "skipped" and "nvidia-smi" in cell["reason"]
         assert cell["counts"]["passed"] == 0

@@ -28,7 +28,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 
 def make_cell(reports: Path, torch: str, ao: str, backend: str, status: str, **extra: Any) -> str:
     cid = f"torch{torch}-ao{ao}-{backend}"
-    result = CellResult(cid, "core", "3.11", torch, ao, backend, [f"torch=={torch}.0"], status=status)
+    result = CellResult(
+        cid, "core", "3.11", torch, ao, backend, [f"torch=={torch}.0"], status=status
+    )
     for key, value in extra.items():
         setattr(result, key, value)
     out = reports / "cells" / cid
@@ -44,11 +46,20 @@ def reports(tmp_path: Path) -> Path:
     make_cell(r, "2.3", "0.7", "cpu", "passed", counts={"passed": 38, "xfailed": 2})
     failed = make_cell(r, "2.4", "0.6", "cpu", "failed", counts={"passed": 38, "failed": 1})
     (r / "cells" / failed / "junit.xml").write_text(JUNIT.format(cid=failed))
-    make_cell(r, "2.4", "0.7", "cpu", "crashed", reason="the interpreter died (SIGSEGV)",
-              log_tail="Fatal Python error: Segmentation fault")
+    make_cell(
+        r,
+        "2.4",
+        "0.7",
+        "cpu",
+        "crashed",
+        reason="the interpreter died (SIGSEGV)",
+        log_tail="Fatal Python error: Segmentation fault",
+    )
     make_cell(r, "2.10", "0.6", "cpu", "timeout", reason="tests ran past the cell's 10 s")
     for t in ("2.3", "2.4"):
-        make_cell(r, t, "0.6", "cuda", "skipped", reason="no cuda on this runner: `nvidia-smi -L` failed")
+        make_cell(
+            r, t, "0.6", "cuda", "skipped", reason="no cuda on this runner: `nvidia-smi -L` failed"
+        )
     return r
 
 
@@ -94,15 +105,25 @@ def test_markdown_is_truncated_with_a_note(reports: Path) -> None:
 def _chromium(*args: str, tmp: Path) -> str:
     assert CHROMIUM is not None
     cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp / 'profile'}", *args,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        *args,
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
     return done.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this runner (.ci/run installs Debian's)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium on this runner (.ci/run installs Debian's)"
+)
 def test_html_page_in_a_headless_browser(reports: Path, tmp_path: Path) -> None:
     data = report.write(reports)
     page = (reports / "matrix.html").resolve().as_uri()

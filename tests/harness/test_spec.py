@@ -57,7 +57,11 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_the_repository_matrix_is_valid_and_has_the_core_cells() -> None:
     m = spec.load()
     core = m.cells(backend="cpu")
-    assert [c.id for c in core][:3] == ["torch2.3-ao0.6-cpu", "torch2.3-ao0.7-cpu", "torch2.3-ao0.8-cpu"]
+    assert [c.id for c in core][:3] == [
+        "torch2.3-ao0.6-cpu",
+        "torch2.3-ao0.7-cpu",
+        "torch2.3-ao0.8-cpu",
+    ]
     assert {(c.torch.pin, c.torchao.pin) for c in core} == {
         (t, a) for t in ("2.3.1", "2.4.1", "2.5.1", "2.6.0") for a in ("0.6.1", "0.7.0", "0.8.0")
     }
@@ -72,7 +76,9 @@ def test_base_example_loads_and_applies_exclusions_and_xfails(tmp_path: Path) ->
     assert ids == ["torch2.5-ao0.8-cpu", "torch2.6-ao0.8-cpu", "torch2.6-ao0.8-cuda"]
     assert m.cells()[1].requirements() == ["torch==2.6.0", "torchao==0.8.0", "numpy<2"]
     (xf,) = m.xfails_for("2.6", "0.8", "cuda")
-    assert xf.matches_test("tests/test_x.py::test_y[cpu]") and not xf.matches_test("tests/test_x.py::z")
+    assert xf.matches_test("tests/test_x.py::test_y[cpu]") and not xf.matches_test(
+        "tests/test_x.py::z"
+    )
     assert m.xfails_for("2.5", "0.8", "cpu") == []
 
 
@@ -90,34 +96,114 @@ def test_multiple_pythons_prefix_cell_ids(tmp_path: Path) -> None:
 # (description, old text, new text, field named in the error, bad value shown in the error)
 FAULTS = [
     ("unknown top-level key", "[run]", "colour = 1\n[run]", "colour", "colour"),
-    ("unknown key in a version", 'pin = "2.5.1"', 'pin = "2.5.1"\npinn = "x"', "torch[0].pinn", "pinn"),
+    (
+        "unknown key in a version",
+        'pin = "2.5.1"',
+        'pin = "2.5.1"\npinn = "x"',
+        "torch[0].pinn",
+        "pinn",
+    ),
     ("wrong type", "cell_timeout_s = 600", 'cell_timeout_s = "600"', "run.cell_timeout_s", "'600'"),
-    ("bool is not a number", "cell_timeout_s = 600", "cell_timeout_s = true", "run.cell_timeout_s", "True"),
-    ("non-positive timeout", "cell_timeout_s = 600", "cell_timeout_s = 0", "run.cell_timeout_s", "0"),
+    (
+        "bool is not a number",
+        "cell_timeout_s = 600",
+        "cell_timeout_s = true",
+        "run.cell_timeout_s",
+        "True",
+    ),
+    (
+        "non-positive timeout",
+        "cell_timeout_s = 600",
+        "cell_timeout_s = 0",
+        "run.cell_timeout_s",
+        "0",
+    ),
     ("duplicate version", 'version = "2.6"', 'version = "2.5"', "torch[1].version", "'2.5'"),
     ("pin not exact", 'pin = "2.5.1"', 'pin = "2.5"', "torch[0].pin", "'2.5'"),
     ("pin not PEP 440", 'pin = "2.5.1"', 'pin = "2.5.one"', "torch[0].pin", "'2.5.one'"),
     ("pin of another version", 'pin = "2.5.1"', 'pin = "2.4.1"', "torch[0].pin", "'2.4.1'"),
     ("pin with local label", 'pin = "2.5.1"', 'pin = "2.5.1+cpu"', "torch[0].pin", "'2.5.1+cpu'"),
     ("bad version label", 'version = "2.5"', 'version = "2.5.1"', "torch[0].version", "'2.5.1'"),
-    ("bad extra requirement", 'extra = ["numpy<2"]', 'extra = ["numpy<<2"]', "torch[1].extra[0]", "'numpy<<2'"),
+    (
+        "bad extra requirement",
+        'extra = ["numpy<2"]',
+        'extra = ["numpy<<2"]',
+        "torch[1].extra[0]",
+        "'numpy<<2'",
+    ),
     ("extra not a list of strings", 'extra = ["numpy<2"]', "extra = [2]", "torch[1].extra[0]", "2"),
-    ("exclusion names unknown torch", 'torch = ["2.5"]\nbackend', 'torch = ["2.9"]\nbackend', "exclude[0].torch[0]", "'2.9'"),
-    ("xfail names unknown torch", 'torch = ["2.6"]\nreason', 'torch = ["9.9"]\nreason', "xfail[0].torch[0]", "'9.9'"),
-    ("xfail names unknown backend", 'torch = ["2.6"]\nreason', 'backend = ["tpu"]\nreason', "xfail[0].backend[0]", "'tpu'"),
-    ("xfail without reason", 'torch = ["2.6"]\nreason = "example"', 'torch = ["2.6"]', "xfail[0].reason", None),
-    ("exclusion with empty reason", 'backend = ["cuda"]\nreason = "example"', 'backend = ["cuda"]\nreason = " "', "exclude[0].reason", "' '"),
+    (
+        "exclusion names unknown torch",
+        'torch = ["2.5"]\nbackend',
+        'torch = ["2.9"]\nbackend',
+        "exclude[0].torch[0]",
+        "'2.9'",
+    ),
+    (
+        "xfail names unknown torch",
+        'torch = ["2.6"]\nreason',
+        'torch = ["9.9"]\nreason',
+        "xfail[0].torch[0]",
+        "'9.9'",
+    ),
+    (
+        "xfail names unknown backend",
+        'torch = ["2.6"]\nreason',
+        'backend = ["tpu"]\nreason',
+        "xfail[0].backend[0]",
+        "'tpu'",
+    ),
+    (
+        "xfail without reason",
+        'torch = ["2.6"]\nreason = "example"',
+        'torch = ["2.6"]',
+        "xfail[0].reason",
+        None,
+    ),
+    (
+        "exclusion with empty reason",
+        'backend = ["cuda"]\nreason = "example"',
+        'backend = ["cuda"]\nreason = " "',
+        "exclude[0].reason",
+        "' '",
+    ),
     ("xfail test outside tests/", "tests/test_x.py", "test_x.py", "xfail[0].tests", "test_x.py"),
-    ("default cell unknown value", 'torchao = "0.8", backend', 'torchao = "0.9", backend', "run.default_cell.torchao", "'0.9'"),
+    (
+        "default cell unknown value",
+        'torchao = "0.8", backend',
+        'torchao = "0.9", backend',
+        "run.default_cell.torchao",
+        "'0.9'",
+    ),
     ("bad python version", 'python = ["3.11"]', 'python = ["3"]', "run.python[0]", "'3'"),
-    ("unknown tier", 'pin = "2.6.0"', 'pin = "2.6.0"\ntier = "nightly"', "torch[1].tier", "'nightly'"),
-    ("probe not an expression", 'torch_probe = "True"', 'torch_probe = "import torch"', "backends.cpu.torch_probe", "'import torch'"),
-    ("unknown backend key", 'host_probe = ["nvidia-smi", "-L"]', 'probe = "x"', "backends.cuda.probe", "'probe'"),
+    (
+        "unknown tier",
+        'pin = "2.6.0"',
+        'pin = "2.6.0"\ntier = "nightly"',
+        "torch[1].tier",
+        "'nightly'",
+    ),
+    (
+        "probe not an expression",
+        'torch_probe = "True"',
+        'torch_probe = "import torch"',
+        "backends.cpu.torch_probe",
+        "'import torch'",
+    ),
+    (
+        "unknown backend key",
+        'host_probe = ["nvidia-smi", "-L"]',
+        'probe = "x"',
+        "backends.cuda.probe",
+        "'probe'",
+    ),
     ("missing axis", '[[torchao]]\nversion = "0.8"\npin = "0.8.0"', "", "torchao", "None"),
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "field", "value"), [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
+@pytest.mark.parametrize(
+    ("old", "new", "field", "value"), [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS]
+)
 def test_faults_name_file_field_and_value(
     tmp_path: Path, old: str, new: str, field: str, value: str | None
 ) -> None:
