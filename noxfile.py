@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,7 @@ def _group_session(name: str, cells: list[Cell]) -> None:
         python=first.python,
         tags=["matrix", first.tier, f"torch{first.torch.label}", first.backend.name],
         default=False,
+        allow_parallel=True,  # one venv per group: groups never share files
     )
     def group(session: nox.Session) -> None:
         _run_and_judge(session, cells)
@@ -90,6 +92,12 @@ def _matrix_args(posargs: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="nox -s matrix --")
     parser.add_argument("--tier", action="append", choices=spec.TIERS, help="default: core")
     parser.add_argument("--backend", action="append", choices=sorted(MATRIX.backends))
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="torch groups run side by side (default: cores, at most 4)",
+    )
     return parser.parse_args(list(posargs))
 
 
@@ -109,6 +117,7 @@ def matrix(session: nox.Session) -> None:
         "-m",
         "nox",
         "--reuse-venv=yes",
+        f"--parallel={args.jobs}",
         "-s",
         *names,
         external=True,
