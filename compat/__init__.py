@@ -1,0 +1,28 @@
+"""compat: one meaning for PyTorch APIs on every supported torch version.
+
+Public names are re-exported here from their modules: one import statement per module, and the
+same names listed in ``__all__``.
+"""
+
+from compat.device import (
+    DeviceLike,
+    DeviceUnavailableError,
+    accelerator_type,
+    available_backends,
+    default_device,
+    ensure_available,
+    for_safetensors,
+    normalize_device,
+)
+
+__all__ = [
+    # compat.device
+    "DeviceLike",
+    "DeviceUnavailableError",
+    "accelerator_type",
+    "available_backends",
+    "default_device",
+    "ensure_available",
+    "for_safetensors",
+    "normalize_device",
+]
