@@ -247,7 +247,8 @@ def normalize_device(device: DeviceLike, *, accelerator: str | None = None) -> t
     if device is None:
         return None
     cls = type(device)
-    # Fast paths: both caches hold only results of earlier successful calls.
+    # Fast paths: both caches hold only results of earlier successful calls. One type() call
+    # serves all three checks; mypy cannot narrow `device` through `cls`, hence the ignores.
     if cls is torch.device:
         hit = _device_cache.get(device)  # type: ignore[arg-type]
         return hit if hit is not None else _from_device(device)  # type: ignore[arg-type]
@@ -255,6 +256,9 @@ def normalize_device(device: DeviceLike, *, accelerator: str | None = None) -> t
         hit = _str_cache.get(device)  # type: ignore[arg-type]
         if hit is not None:
             return hit
+    elif cls is int:  # exactly int: not a bool, and no slow numbers.Integral ABC check
+        _check_index(device, device)  # type: ignore[arg-type]
+        return _canonical(_index_type(accelerator, device), device, device)  # type: ignore[arg-type]
 
     if _is_bool(device):
         raise TypeError(
