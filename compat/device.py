@@ -77,7 +77,11 @@ _str_cache: dict[str, torch.device] = {}
 
 def _show(value: object) -> str:
     """``repr`` of a bad value for an error message, shortened, with its type."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # e.g. an int beyond sys.get_int_max_str_digits(), or a broken __repr__
+        size = f"{value.bit_length()}-bit " if isinstance(value, int) else ""
+        text = f"<a {size}value whose repr fails>"
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{text} ({type(value).__module__}.{type(value).__qualname__})".replace("builtins.", "")
@@ -103,15 +107,14 @@ def _check_type(type_: str, original: object) -> None:
 
 
 def _check_index(index: int, original: object) -> None:
-    if index < 0:
-        raise ValueError(
-            f"device index must not be negative; got {index} from {_show(original)}; {_ACCEPTED}"
-        )
-    if index > _MAX_INDEX:
-        raise ValueError(
-            f"device index {index} from {_show(original)} is above {_MAX_INDEX}: torch stores the "
-            f"index as int8 and would silently wrap it; {_ACCEPTED}"
-        )
+    if 0 <= index <= _MAX_INDEX:
+        return
+    why = (
+        "it is negative"
+        if index < 0
+        else f"it is above {_MAX_INDEX} (torch stores it as int8 and would silently wrap it)"
+    )
+    raise ValueError(f"bad device index in {_show(original)}: {why}; {_ACCEPTED}")
 
 
 def _canonical(type_: str, index: int | None, original: object) -> torch.device:
@@ -191,12 +194,7 @@ def _index_type(accelerator: str | None, original: object) -> str:
 def _parse_index(digits: str, original: object) -> int:
     # More than 3 digits is out of range anyway; never let int() see a huge string.
     index = int(digits) if len(digits) <= 3 else _MAX_INDEX + 1
-    if index > _MAX_INDEX:
-        raise ValueError(
-            f"device index {digits[:10]}{'...' if len(digits) > 10 else ''} in {_show(original)} "
-            f"is above {_MAX_INDEX}: torch stores the index as int8 and would silently wrap it; "
-            f"{_ACCEPTED}"
-        )
+    _check_index(index, original)
     return index
 
 

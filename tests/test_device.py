@@ -90,7 +90,11 @@ def usable_backends() -> tuple[str, ...]:
 def assert_names_value(exc: BaseException, value: object) -> None:
     """Our message names the bad value, says what is accepted, and is not torch's text."""
     message = str(exc)
-    shown = repr(value)[:40]
+    try:
+        shown = repr(value)[:40]
+    except ValueError:  # an int too long to print: named by its size instead
+        assert isinstance(value, int)
+        shown = f"{value.bit_length()}-bit"
     assert shown in message, f"{shown!r} not named in {message!r}"
     assert "accepted" in message or "expected" in message, message
     assert not any(p in message for p in TORCH_PHRASES), message
@@ -124,11 +128,10 @@ ACCEPTED_STRINGS = [
 ]
 
 
-@pytest.mark.parametrize(("value", "expected"), ACCEPTED_STRINGS, ids=lambda v: repr(v))
+@pytest.mark.parametrize(("value", "expected"), ACCEPTED_STRINGS, ids=repr)
 def test_accepted_strings(value: str, expected: tuple[str, int | None]) -> None:
     result = normalize_device(value)
     assert result == canonical(*expected)
-    assert (result.type, result.index) == (canonical(*expected).type, canonical(*expected).index)
     # A torch.device with the same parts normalises to the same thing.
     assert normalize_device(torch.device(*[p for p in expected if p is not None])) == result
 
@@ -239,6 +242,7 @@ VALUE_ERRORS: list[Any] = [
     np.int64(128),
     255,
     2**31,
+    10**5000,  # even repr() of this raises (int max str digits)
     "cuda:-1",
     "cuda:128",
     "cuda:255",
@@ -283,7 +287,14 @@ def test_rejected_types(value: object) -> None:
     assert_names_value(info.value, value)
 
 
-@pytest.mark.parametrize("value", VALUE_ERRORS, ids=lambda v: repr(v)[:30])
+def short_id(value: object) -> str:
+    try:
+        return repr(value)[:30]
+    except ValueError:
+        return "huge-int"
+
+
+@pytest.mark.parametrize("value", VALUE_ERRORS, ids=short_id)
 def test_rejected_values(value: object) -> None:
     with pytest.raises(ValueError, match=r"accepted|expected") as info:
         normalize_device(value, accelerator="cuda")  # type: ignore[arg-type]
