@@ -336,6 +336,7 @@ def plan_for(
         install_commands(cell, python, uv=uv, requirements=requirements, extra=extra_install),
         cell_pytest_args(cell, outdir),
         xfails,
+        env=dict(cell.backend.env),
     )
 
 

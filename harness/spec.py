@@ -56,6 +56,7 @@ class Backend:
     platforms: tuple[str, ...] = ()
     torch_probe: str = "True"
     index_env: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # set for the cell's probe and test run
 
     def index_url(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The package index to install torch from, if the user set one in the environment."""
@@ -295,19 +296,24 @@ def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
             path,
             f"backends.{name}",
             entry,
-            ("host_probe", "platforms", "torch_probe", "index_env"),
+            ("host_probe", "platforms", "torch_probe", "index_env", "env"),
         )
         probe = r.get("torch_probe", str, "True")
         try:
             compile(probe, f"backends.{name}.torch_probe", "eval")
         except SyntaxError:
             raise r.fail("torch_probe", "is not a Python expression", probe) from None
+        env = r.get("env", dict, {})
+        for key, value in env.items():
+            if not isinstance(value, str):
+                raise r.fail(f"env.{key}", "must be a string", value)
         out[name] = Backend(
             name,
             r.strings("host_probe", []),
             r.strings("platforms", []),
             probe,
             r.get("index_env", str, ""),
+            tuple(sorted(env.items())),
         )
     return out
 

@@ -67,6 +67,8 @@ def test_the_repository_matrix_is_valid_and_has_the_core_cells() -> None:
     }
     assert all("numpy<2" in c.requirements() for c in core if c.torch.label == "2.3")
     assert set(m.backends) == {"cpu", "cuda", "mps", "xpu"}
+    # a cpu cell hides the host's GPUs, so it behaves alike on GPU and CPU-only runners
+    assert dict(m.backends["cpu"].env)["CUDA_VISIBLE_DEVICES"] == ""
     assert m.default().id == "torch2.6-ao0.8-cpu"
 
 
