@@ -64,7 +64,9 @@ def bench_install(tmp: Path) -> dict[str, Any]:
     def uv_once(name: str) -> float:
         venv = tmp / name
         t = timed([uv, "venv", "-q", "-p", sys.executable, str(venv)], env_uv)
-        t += timed([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *reqs], env_uv)
+        t += timed(
+            [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *reqs], env_uv
+        )
         shutil.rmtree(venv)
         return round(t, 2)
 
@@ -96,7 +98,18 @@ def bench_matrix(tmp: Path) -> dict[str, Any]:
         "CI": "true",
     }
     envdir = tmp / "nox-envs"
-    cmd = [sys.executable, "-m", "nox", "--envdir", str(envdir), "-s", "matrix", "--", "--backend", "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nox",
+        "--envdir",
+        str(envdir),
+        "-s",
+        "matrix",
+        "--",
+        "--backend",
+        "cpu",
+    ]
     out: dict[str, Any] = {"command": "nox -s matrix -- --backend cpu (12 core cells)"}
     out["cold_s"] = timed(cmd, env)
     out["warm_s"] = timed(cmd, env)
