@@ -14,6 +14,15 @@ from compat.device import (
     for_safetensors,
     normalize_device,
 )
+from compat.sharing import (
+    dedup_for_save,
+    find_identical_tensors,
+    find_overlapping_tensors,
+    find_shared_tensors,
+    load_file,
+    restore_aliases,
+    save_file,
+)
 
 __all__ = [
     # compat.device
@@ -25,4 +34,12 @@ __all__ = [
     "ensure_available",
     "for_safetensors",
     "normalize_device",
+    # compat.sharing
+    "dedup_for_save",
+    "find_identical_tensors",
+    "find_overlapping_tensors",
+    "find_shared_tensors",
+    "load_file",
+    "restore_aliases",
+    "save_file",
 ]
