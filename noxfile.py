@@ -38,11 +38,16 @@ nox.options.sessions = ["lint", "tests"]
 MATRIX = spec.load(ROOT / "matrix.toml")
 REPORTS = ROOT / "reports"
 HARNESS_REQS = ("-r", "requirements/harness.txt")
+# Upstream candidates for the gate reach the cell sessions (run by a nested nox) through here.
+CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
 
 
 def _run_and_judge(session: nox.Session, cells: Sequence[Cell]) -> None:
     """Run cells in this session's venv; skip if none could run, fail if any went wrong."""
-    results = runner.run_cells(MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS)
+    candidates = json.loads(os.environ.get(CANDIDATES_ENV) or "[]")
+    results = runner.run_cells(
+        MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS, candidates=candidates
+    )
     for result in results:
         session.log(summary_line(result))
     if all(r.status == "skipped" for r in results):
@@ -88,8 +93,8 @@ for _name, _cells in runner.group_cells(MATRIX, spec.TIERS).items():
         _cell_session(_cell)
 
 
-def _matrix_args(posargs: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="nox -s matrix --")
+def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"nox -s {prog} --")
     parser.add_argument("--tier", action="append", choices=spec.TIERS, help="default: core")
     parser.add_argument("--backend", action="append", choices=sorted(MATRIX.backends))
     parser.add_argument(
@@ -98,20 +103,33 @@ def _matrix_args(posargs: Sequence[str]) -> argparse.Namespace:
         default=min(4, os.cpu_count() or 1),
         help="torch groups run side by side (default: cores, at most 4)",
     )
+    if gate:
+        parser.add_argument(
+            "--from",
+            dest="source",
+            type=Path,
+            help="use the per-cell results already in this folder instead of running the matrix",
+        )
+        parser.add_argument(
+            "--candidate",
+            action="append",
+            default=[],
+            help="an upstream candidate installed into every cell after the pins: a requirement"
+            " (safetensors==0.8.0), a wheel path, or a VCS/URL requirement, verbatim",
+        )
     return parser.parse_args(list(posargs))
 
 
-@nox.session(python=MATRIX.python[0], default=False)
-def matrix(session: nox.Session) -> None:
-    """The main job: every cell this runner can run (others skip), then the matrix report."""
-    args = _matrix_args(session.posargs)
+def _run_matrix(
+    session: nox.Session, args: argparse.Namespace, candidates: Sequence[str] = ()
+) -> None:
+    """Run the selected groups through a nested nox (a failing group never stops the others)."""
     names = [
         name
         for name, cells in runner.group_cells(MATRIX, args.tier or ["core"]).items()
         if not args.backend or cells[0].backend.name in args.backend
     ]
-    session.install(*HARNESS_REQS)
-    # A nested nox runs every group even when one fails; its exit code is judged from the report.
+    env = {CANDIDATES_ENV: json.dumps(list(candidates))} if candidates else {}
     session.run(
         sys.executable,
         "-m",
@@ -121,23 +139,72 @@ def matrix(session: nox.Session) -> None:
         "-s",
         *names,
         external=True,
-        success_codes=[0, 1],
+        success_codes=[0, 1],  # judged from the report below
+        env=env,
     )
-    _render(session)
+    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def matrix(session: nox.Session) -> None:
+    """The main job: every cell this runner can run (others skip), then the matrix report."""
+    args = _matrix_args("matrix", session.posargs)
+    session.install(*HARNESS_REQS)
+    _run_matrix(session, args)
     summary = json.loads((REPORTS / "matrix.json").read_text())
     if summary["totals"]["bad_cells"]:
         session.error(f"{summary['totals']['bad_cells']} cell(s) failed or errored")
 
 
-def _render(session: nox.Session) -> None:
-    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+@nox.session(python=MATRIX.python[0], default=False)
+def baseline(session: nox.Session) -> None:
+    """Run the matrix (or take --from results) and record reports/baseline.json."""
+    args = _matrix_args("baseline", session.posargs, gate=True)
+    session.install(*HARNESS_REQS)
+    if args.source is None:
+        _run_matrix(session, args)
+    source = args.source or REPORTS
+    session.run(
+        "python",
+        "-m",
+        "harness.gate",
+        "baseline",
+        "--from",
+        str(source),
+        "--out",
+        str(REPORTS / "baseline.json"),
+    )
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def gate(session: nox.Session) -> None:
+    """Run the matrix with --candidate installed (or take --from results); compare with the
+    baseline; fail on any regression or anything missing."""
+    args = _matrix_args("gate", session.posargs, gate=True)
+    session.install(*HARNESS_REQS)
+    if args.source is None:
+        _run_matrix(session, args, args.candidate)
+    elif args.candidate:
+        session.error("--candidate needs a matrix run; it cannot apply to --from results")
+    session.run(
+        "python",
+        "-m",
+        "harness.gate",
+        "check",
+        "--from",
+        str(args.source or REPORTS),
+        "--baseline",
+        str(REPORTS / "baseline.json"),
+        "--out",
+        str(REPORTS),
+    )
 
 
 @nox.session(python=MATRIX.python[0], default=False)
 def report(session: nox.Session) -> None:
     """Merge reports/cells/* into reports/matrix.{json,md,html}."""
     session.install(*HARNESS_REQS)
-    _render(session)
+    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
 
 
 @nox.session(python=MATRIX.python[0])

@@ -58,6 +58,7 @@ class CellResult:
     torchao_cpp: bool | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
     log_tail: str = ""
+    candidates: list[str] = field(default_factory=list)  # upstream candidates installed last
 
     @property
     def ok(self) -> bool:
@@ -202,13 +203,21 @@ def _message(longrepr: Any) -> str:
     return str(longrepr or "")[:2000]
 
 
-def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]], bool]:
-    """Final outcome counts, the failing tests, and whether pytest reached SessionFinish."""
-    final: dict[str, str] = {}
-    messages: dict[str, str] = {}
-    finished = False
+@dataclass
+class TestLog:
+    """What a pytest-reportlog file says: each test's final outcome, its reruns, its message."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    reruns: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    finished: bool = False  # pytest reached SessionFinish
+
+
+def read_reportlog(path: Path) -> TestLog:
+    log = TestLog()
     if not path.exists():
-        return dict.fromkeys(OUTCOMES, 0), [], False
+        return log
+    final, messages = log.outcomes, log.messages
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
@@ -216,7 +225,7 @@ def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]
             continue  # a line cut short by a crash
         kind = rec.get("$report_type")
         if kind == "SessionFinish":
-            finished = True
+            log.finished = True
         if kind not in ("TestReport", "CollectReport"):
             continue
         outcome, when = rec.get("outcome"), rec.get("when")
@@ -226,7 +235,8 @@ def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]
                 final[nodeid or "<collection>"] = "error"
                 messages[nodeid or "<collection>"] = _message(rec.get("longrepr"))
             continue
-        if outcome == "rerun":
+        if outcome == "rerun":  # pytest-rerunfailures: this attempt failed, another follows
+            log.reruns[nodeid] = log.reruns.get(nodeid, 0) + 1
             continue
         xfail = "wasxfail" in rec
         state = final.get(nodeid)
@@ -248,15 +258,21 @@ def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]
             final[nodeid] = state
             if state in ("failed", "error"):
                 messages.setdefault(nodeid, _message(rec.get("longrepr")))
+    return log
+
+
+def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]], bool]:
+    """Final outcome counts, the failing tests, and whether pytest reached SessionFinish."""
+    log = read_reportlog(path)
     counts = dict.fromkeys(OUTCOMES, 0)
-    for state in final.values():
+    for state in log.outcomes.values():
         counts[state] += 1
     failures = [
-        {"nodeid": n, "outcome": s, "message": messages.get(n, "")}
-        for n, s in sorted(final.items())
+        {"nodeid": n, "outcome": s, "message": log.messages.get(n, "")}
+        for n, s in sorted(log.outcomes.items())
         if s in ("failed", "error")
     ]
-    return counts, failures, finished
+    return counts, failures, log.finished
 
 
 # --- one cell ---------------------------------------------------------------------------
@@ -274,6 +290,7 @@ class CellPlan:
     xfails: list[dict[str, Any]]
     probe: list[str] = field(default_factory=list)  # default: harness/probe.py in the venv
     env: dict[str, str] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
 
 
 def install_commands(
@@ -282,10 +299,12 @@ def install_commands(
     *,
     uv: str,
     requirements: Sequence[str],
-    extra: Sequence[str] = (),
+    candidates: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
 ) -> list[list[str]]:
-    """``uv pip install`` of the cell's pins plus the test requirements, in one resolution."""
+    """``uv pip install`` of the cell's pins plus the test requirements, in one resolution;
+    then, if any, the upstream candidates (taken verbatim: a requirement, a wheel path, a URL),
+    installed after the pins so that they replace what the pins brought."""
     cmd = [uv, "pip", "install", "--python", str(python)]
     index = cell.backend.index_url(environ)
     if index:
@@ -293,11 +312,18 @@ def install_commands(
     cmd += cell.requirements()
     for req in requirements:
         cmd += ["-r", str(req)]
-    cmd += list(extra)
-    return [cmd]
+    return [cmd, candidate_command(uv, python, candidates)] if candidates else [cmd]
 
 
-def cell_pytest_args(cell: Cell, outdir: Path, tests: Sequence[str] = ("tests",)) -> list[str]:
+def candidate_command(uv: str, python: Path, candidates: Sequence[str]) -> list[str]:
+    """Install upstream candidates verbatim into the venv, over whatever the pins brought."""
+    return [uv, "pip", "install", "--python", str(python), *candidates]
+
+
+def cell_pytest_args(
+    cell: Cell, outdir: Path, tests: Sequence[str] = ("tests",), reruns: int = 0
+) -> list[str]:
+    rerun_args = [f"--reruns={reruns}"] if reruns else []
     return [
         "-m",
         "pytest",
@@ -311,6 +337,7 @@ def cell_pytest_args(cell: Cell, outdir: Path, tests: Sequence[str] = ("tests",)
         "-o",
         f"junit_suite_name={cell.id}",
         f"--report-log={outdir / 'log.jsonl'}",
+        *rerun_args,
     ]
 
 
@@ -321,7 +348,7 @@ def plan_for(
     *,
     uv: str,
     reports: Path,
-    extra_install: Sequence[str] = (),
+    candidates: Sequence[str] = (),
 ) -> CellPlan:
     outdir = reports / "cells" / cell.id
     requirements = [str(ROOT / r) for r in matrix.test_requirements]
@@ -333,10 +360,11 @@ def plan_for(
         cell,
         python,
         outdir,
-        install_commands(cell, python, uv=uv, requirements=requirements, extra=extra_install),
-        cell_pytest_args(cell, outdir),
+        install_commands(cell, python, uv=uv, requirements=requirements, candidates=candidates),
+        cell_pytest_args(cell, outdir, reruns=matrix.reruns),
         xfails,
         env=dict(cell.backend.env),
+        candidates=list(candidates),
     )
 
 
@@ -348,6 +376,7 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     outdir.mkdir(parents=True)
     log = outdir / "output.log"
     result = new_result(cell)
+    result.candidates = list(plan.candidates)
     start = time.monotonic()
     deadline = start + cell.timeout_s
 

@@ -69,7 +69,7 @@ def run_cells(
     python: Path,
     reports: Path = REPORTS,
     uv: str | None = None,
-    extra_install: Sequence[str] = (),
+    candidates: Sequence[str] = (),
     echo: TextIO | None = sys.stdout,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
@@ -88,7 +88,7 @@ def run_cells(
             runnable += mine
     tool = (uv or uv_bin()) if runnable else ""
     for cell in runnable:
-        plan = plan_for(matrix, cell, python, uv=tool, reports=reports, extra_install=extra_install)
+        plan = plan_for(matrix, cell, python, uv=tool, reports=reports, candidates=candidates)
         result = run_cell(plan, echo=echo)
         if echo is not None:
             echo.write(f"[harness] {summary_line(result)}\n")

@@ -143,6 +143,7 @@ class Matrix:
     backends: Mapping[str, Backend]
     exclusions: tuple[Exclusion, ...] = ()
     xfails: tuple[ExpectedFailure, ...] = field(default=())
+    reruns: int = 0
 
     def cells(
         self,
@@ -353,7 +354,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         path,
         "run",
         doc.get("run"),
-        ("python", "cell_timeout_s", "default_cell", "test_requirements"),
+        ("python", "cell_timeout_s", "default_cell", "test_requirements", "reruns"),
     )
     python = run.strings("python")
     if not python:
@@ -367,6 +368,9 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     if timeout <= 0:
         raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
     test_requirements = run.strings("test_requirements", [])
+    reruns = run.get("reruns", int, 0)
+    if not 0 <= reruns <= 5:
+        raise run.fail("reruns", "must be between 0 and 5", reruns)
 
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
@@ -410,6 +414,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         backends,
         tuple(exclusions),
         tuple(xfails),
+        reruns,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

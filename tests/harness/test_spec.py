@@ -192,7 +192,13 @@ FAULTS = [
         "backends.cpu.torch_probe",
         "'import torch'",
     ),
-    ("backend env not a string", 'torch_probe = "True"', "env = { A = 1 }", "backends.cpu.env.A", "1"),
+    (
+        "backend env not a string",
+        'torch_probe = "True"',
+        "env = { A = 1 }",
+        "backends.cpu.env.A",
+        "1",
+    ),
     (
         "unknown backend key",
         'host_probe = ["nvidia-smi", "-L"]',
