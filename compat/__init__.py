@@ -14,6 +14,14 @@ from compat.device import (
     for_safetensors,
     normalize_device,
 )
+from compat.meta import (
+    init_on_device,
+    is_meta_module,
+    materialize,
+    meta_init_active,
+    module_devices,
+)
+from compat.params import TensorMoveError, set_module_tensor, tied_parameters
 from compat.sharing import (
     dedup_for_save,
     find_identical_tensors,
@@ -34,6 +42,16 @@ __all__ = [
     "ensure_available",
     "for_safetensors",
     "normalize_device",
+    # compat.meta
+    "init_on_device",
+    "is_meta_module",
+    "materialize",
+    "meta_init_active",
+    "module_devices",
+    # compat.params
+    "TensorMoveError",
+    "set_module_tensor",
+    "tied_parameters",
     # compat.sharing
     "dedup_for_save",
     "find_identical_tensors",

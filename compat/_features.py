@@ -11,14 +11,21 @@ that consume them; the library always reads them through this module at call tim
 
 from __future__ import annotations
 
+import copyreg
+import weakref
+
 import torch
 
 __all__ = [
     "CUDA_BUILT",
+    "HAS_SWAP_TENSORS",
+    "HAS_TENSOR_USE_COUNT",
     "MPS_BUILT",
     "MPS_HAS_DEVICE_COUNT",
     "XPU_BUILT",
     "privateuse1_backend_name",
+    "slot_names",
+    "swap_blocker",
 ]
 
 # --- build-time flags: constant for the life of the process, never touch a runtime ---------------
@@ -52,3 +59,41 @@ def privateuse1_backend_name() -> str | None:
     """
     name = str(torch._C._get_privateuse1_backend_name())
     return None if name == _PRIVATEUSE1_DEFAULT else name
+
+
+# --- torch.utils.swap_tensors (compat.params) -------------------------------------------------
+
+# torch.utils.swap_tensors arrived in 2.3 (pytorch PR #111747); every supported torch has it.
+HAS_SWAP_TENSORS: bool = hasattr(torch.utils, "swap_tensors")
+
+# Tensor._use_count arrived in 2.4 with swap_tensors checking the reference count *before* mutating
+# anything; 2.3 checks it in C++ only after __class__ and __dict__ were already swapped.
+HAS_TENSOR_USE_COUNT: bool = hasattr(torch.Tensor, "_use_count")
+
+
+def slot_names(cls: type) -> frozenset[str]:
+    """The ``__slots__`` names of ``cls`` as swap_tensors compares them (``copyreg._slotnames``)."""
+    return frozenset(getattr(copyreg, "_slotnames")(cls))  # noqa: B009 -- untyped stdlib helper
+
+
+def swap_blocker(t1: torch.Tensor, t2: torch.Tensor) -> str | None:
+    """Why ``torch.utils.swap_tensors(t1, t2)`` would refuse, or None if it should succeed.
+
+    The same rule on every version: no weak reference to either tensor, equal ``__slots__``, and
+    (where torch can tell, 2.4+) exactly one reference to each TensorImpl. Stricter than torch 2.4+,
+    which also swaps a leaf referenced by a live autograd graph (poisoning its AccumulateGrad node),
+    because torch 2.3 refuses that case; so a caller sees the same outcome on every version. On 2.3
+    a view or a live graph is only detected by the swap itself (callers must restore on failure).
+    """
+    if not HAS_SWAP_TENSORS:
+        return "torch.utils.swap_tensors is missing (torch < 2.3)"
+    for label, t in (("t1", t1), ("t2", t2)):
+        if weakref.getweakrefcount(t):
+            return f"{label} has a weak reference"
+    if slot_names(type(t1)) != slot_names(type(t2)):
+        return "the two classes have different __slots__"
+    if HAS_TENSOR_USE_COUNT:
+        for label, t in (("t1", t1), ("t2", t2)):
+            if t._use_count() != 1:  # type: ignore[attr-defined]  # not in torch's stubs
+                return f"{label}'s TensorImpl has other references (a view, a live autograd graph)"
+    return None

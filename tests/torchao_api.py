@@ -6,6 +6,7 @@ TorchAO 0.9 added config objects (``Int8WeightOnlyConfig``) beside the lower-cas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,6 +17,33 @@ def int8_weight_only() -> Any:
     if hasattr(q, "Int8WeightOnlyConfig"):  # torchao >= 0.9
         return q.Int8WeightOnlyConfig()
     return q.int8_weight_only()
+
+
+def float8_weight_only() -> Any:
+    if hasattr(q, "Float8WeightOnlyConfig"):  # torchao >= 0.9
+        return q.Float8WeightOnlyConfig()
+    return q.float8_weight_only()
+
+
+def int8_dynamic_activation_int8_weight() -> Any:
+    """Int8 dynamic activation + int8 weight: the weight becomes a LinearActivationQuantizedTensor."""
+    if hasattr(q, "Int8DynamicActivationInt8WeightConfig"):  # torchao >= 0.9
+        return q.Int8DynamicActivationInt8WeightConfig()
+    return q.int8_dynamic_activation_int8_weight()
+
+
+def cpu_problem(scheme: Callable[[], Any]) -> str | None:
+    """Why ``scheme()`` cannot quantize and run a small Linear on CPU here, or None if it can.
+
+    A capability probe (float8 needs torch's float8 dtypes and CPU kernels), never a version check.
+    """
+    lin = torch.nn.Linear(32, 16)
+    try:
+        quantize_(lin, scheme())
+        lin(torch.randn(2, 32))
+    except Exception as exc:
+        return f"TorchAO {scheme.__name__} cannot run on CPU here: {type(exc).__name__}: {exc}"
+    return None
 
 
 def quantize_(module: torch.nn.Module, scheme: Any) -> torch.nn.Module:

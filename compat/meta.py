@@ -1,0 +1,392 @@
+"""Meta-device modules: where a module lives, two-phase init, and the empty-weights context.
+
+Two-phase init builds a module without storage (phase 1, :func:`init_on_device` ``("meta")``) and
+gives it real storage later (phase 2, :func:`materialize`), loading a state dict by assignment and
+initialising the rest through ``reset_parameters()``.
+
+The open_clip case (a factory that moves or initialises the model it builds, called inside a
+parent's meta context): the factory must ask :func:`meta_init_active` and, when it is True, return
+the model untouched (no ``.to(device)``, no weight loading, no explicit init); the parent then calls
+:func:`materialize`. :func:`init_on_device` helps on its own, too: a factory that builds under its
+own ``init_on_device(real_device)`` inside a parent's ``init_on_device("meta")`` (or torch's
+``with torch.device("meta")``) still gets meta parameters, because a meta tensor is never given
+storage by this context, so the parent's choice wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module_impl
+
+from compat import params as _params
+from compat.device import DeviceLike, default_device, normalize_device
+
+__all__ = ["init_on_device", "is_meta_module", "materialize", "meta_init_active", "module_devices"]
+
+
+def _check_module(module: object) -> None:
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be a torch.nn.Module; got {type(module).__module__}."
+            f"{type(module).__qualname__}"
+        )
+
+
+def _tensors(module: nn.Module) -> Iterator[torch.Tensor]:
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+def module_devices(module: nn.Module) -> set[torch.device]:
+    """The set of devices of every parameter and buffer of ``module`` (recursively).
+
+    An empty set for a module without tensors; never raises StopIteration (unlike the common
+    ``next(model.parameters()).device``). Buffers count, so a module with only buffers has their
+    device, and a partly materialised module reports both ``meta`` and the real device. A wrapper
+    subclass counts with its outer ``.device``. Devices are as tensors report them (``cpu``,
+    ``meta``, ``cuda:0``). Identical on every supported torch version.
+    """
+    _check_module(module)
+    return {t.device for t in _tensors(module)}
+
+
+def is_meta_module(module: nn.Module) -> bool:
+    """True if any parameter or buffer of ``module`` (recursively) is on the meta device.
+
+    False for a module without tensors. A partly materialised module is still a meta module: one
+    meta tensor is enough, because it has no data. Identical on every supported torch version.
+    """
+    _check_module(module)
+    return any(t.device.type == "meta" for t in _tensors(module))
+
+
+# --- init_on_device ----------------------------------------------------------------------------
+
+# Devices of the init_on_device blocks now open, innermost last. Process-wide, like the
+# registration hooks they install.
+_ACTIVE: list[torch.device] = []
+
+
+def meta_init_active() -> bool:
+    """True while modules built now would get meta parameters instead of storage.
+
+    That is: inside an :func:`init_on_device` ``("meta")`` block (at any depth), or while torch's
+    own default device is meta (``with torch.device("meta")`` or ``torch.set_default_device``),
+    which :func:`compat.default_device` detects on every version (``torch.get_default_device()``
+    ignores the ``with`` form before 2.8). A factory seeing True must return its model untouched.
+    """
+    if any(dev.type == "meta" for dev in _ACTIVE):
+        return True
+    return default_device().type == "meta"
+
+
+@contextlib.contextmanager
+def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iterator[torch.device]:
+    """Put every parameter (and, with ``include_buffers``, every buffer) registered inside the
+    block on ``device``: the empty-weights pattern when ``device`` is ``"meta"``.
+
+    It works through torch's public module registration hooks
+    (``register_module_parameter_registration_hook`` / ``..._buffer_...``, present and identical
+    on torch 2.3-2.6), not through ``with torch.device(...)``: factory calls elsewhere are
+    unaffected, so module code and imports that compute with real tensors inside the block still
+    work on every version (importing TorchAO 0.8 under ``with torch.device("meta")`` fails on
+    torch 2.6), buffers computed in ``__init__`` keep real values unless ``include_buffers``, and
+    the result does not depend on which torch functions honour the device context.
+
+    Guarantees:
+
+    * A registered parameter is moved right after registration with the same rules as
+      :func:`compat.set_module_tensor`: its class, parameter-ness, ``requires_grad`` and foreign
+      attributes are kept, and the object itself is kept (swapped) when possible, so a module that
+      keeps a reference to the parameter it registered sees the move. Parameters are created on
+      the default device first and freed one at a time; ``reset_parameters()`` then runs on the
+      target (on meta: no allocation, no compute).
+    * A meta tensor is never given storage by this context (it has no data): inside a parent's
+      meta context, a nested ``init_on_device("cpu")`` keeps meta tensors meta. The innermost real
+      device wins among real devices.
+    * Hooks are removed on exit, also when the block raises. The hooks are process-wide (as
+      torch's are): modules built by other threads meanwhile are affected too.
+
+    Yields the normalised device. Raises TypeError/ValueError as :func:`compat.normalize_device`,
+    and TypeError for ``device=None``.
+    """
+    dev = normalize_device(device)
+    if dev is None:
+        raise TypeError(
+            "init_on_device needs a device, got None; accepted: a torch.device, a device string "
+            "such as 'meta', 'cpu' or 'cuda:0', or an accelerator index"
+        )
+
+    def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _params.Kind) -> Any:
+        if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
+            return None
+        label = f"{type(module).__name__}.{name}"
+        prepared = _params._prepare(label, kind, tensor, tensor, dev, None, False)
+        if prepared is None:
+            return None
+        new = prepared.new
+        if prepared.foreign:
+            vars(new).update(prepared.foreign)
+        if prepared.swappable and _params.swap_in_place(tensor, new):
+            return None  # the registered object itself now lives on ``dev``
+        return new
+
+    def on_parameter(module: nn.Module, name: str, param: torch.Tensor | None) -> Any:
+        return move(module, name, param, "parameter")
+
+    def on_buffer(module: nn.Module, name: str, buffer: torch.Tensor | None) -> Any:
+        return move(module, name, buffer, "buffer")
+
+    handles = [_module_impl.register_module_parameter_registration_hook(on_parameter)]
+    token = torch.device(dev)  # a distinct object, removed by identity on exit
+    _ACTIVE.append(token)
+    try:
+        if include_buffers:
+            handles.append(_module_impl.register_module_buffer_registration_hook(on_buffer))
+        yield dev
+    finally:
+        for handle in handles:
+            handle.remove()
+        for index, active in enumerate(_ACTIVE):
+            if active is token:
+                del _ACTIVE[index]
+                break
+
+
+# --- materialize --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    """One tensor object and every place it is registered (ties share a group)."""
+
+    tensor: torch.Tensor
+    kind: _params.Kind
+    names: list[str] = field(default_factory=list)
+    owners: list[tuple[nn.Module, str]] = field(default_factory=list)
+
+
+def _groups(module: nn.Module) -> list[_Group]:
+    by_id: dict[int, _Group] = {}
+    for prefix, mod in module.named_modules(remove_duplicate=False):
+        for kind, registry in (("parameter", mod._parameters), ("buffer", mod._buffers)):
+            for leaf, tensor in registry.items():
+                if tensor is None:
+                    continue
+                group = by_id.setdefault(id(tensor), _Group(tensor, kind))  # type: ignore[arg-type]
+                group.names.append(f"{prefix}.{leaf}" if prefix else leaf)
+                if not any(m is mod and k == leaf for m, k in group.owners):
+                    group.owners.append((mod, leaf))
+    return list(by_id.values())
+
+
+def _registry(module: nn.Module, kind: _params.Kind) -> dict[str, Any]:
+    registry: dict[str, Any] = module._parameters if kind == "parameter" else module._buffers
+    return registry
+
+
+def _allocatable(tensor: torch.Tensor) -> bool:
+    """Plain tensors and nn.Parameter subclasses can get fresh storage; wrapper subclasses cannot
+    (TorchAO's have no ``empty_like``; their layout is not ours to invent)."""
+    return _params._is_plain(tensor) or _params._is_parameter_subclass(type(tensor))
+
+
+def _listing(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _scratch(tensor: torch.Tensor, kind: _params.Kind) -> torch.Tensor:
+    """A meta stand-in with the same shape and dtype, so an initialiser cannot overwrite it."""
+    empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+    if kind == "buffer":
+        return empty
+    rg = tensor.requires_grad and _params._can_require_grad(tensor.dtype)
+    return nn.Parameter(empty, requires_grad=rg)
+
+
+def _run_initialiser(owner: nn.Module, assigned: list[_Group]) -> None:
+    """Call ``owner.reset_parameters()`` so that it writes only the tensors of ``assigned``.
+
+    Every other tensor in the owner's subtree (loaded, kept, or another module's to initialise)
+    is replaced by a meta stand-in for the duration of the call and put back afterwards.
+    """
+    keep = {id(g.tensor) for g in assigned}
+    protected: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+    for mod in owner.modules():
+        for kind, registry in (("parameter", mod._parameters), ("buffer", mod._buffers)):
+            entries: dict[str, Any] = registry  # Parameter and buffer registries alike
+            for key, tensor in list(entries.items()):
+                if tensor is not None and id(tensor) not in keep:
+                    protected.append((entries, key, tensor))
+                    entries[key] = _scratch(tensor, kind)  # type: ignore[arg-type]
+    try:
+        with torch.no_grad():
+            owner.reset_parameters()  # type: ignore[operator]
+    except Exception as exc:
+        raise RuntimeError(
+            f"{type(owner).__name__}.reset_parameters() failed while materializing "
+            f"{_listing([n for g in assigned for n in g.names])}: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        for registry, key, tensor in reversed(protected):
+            registry[key] = tensor
+    # An initialiser that registered new objects instead of writing in place: keep ties.
+    for g in assigned:
+        for mod, leaf in g.owners:
+            current = _registry(mod, g.kind).get(leaf)
+            if current is not None and current is not g.tensor:
+                for other, other_leaf in g.owners:
+                    _registry(other, g.kind)[other_leaf] = current
+                g.tensor = current
+                break
+
+
+def materialize(
+    module: nn.Module,
+    device: DeviceLike,
+    state_dict: Mapping[str, torch.Tensor] | None = None,
+    *,
+    strict: bool = True,
+) -> nn.Module:
+    """Give every tensor of ``module`` real storage on ``device`` (phase 2 of two-phase init).
+
+    For each tensor object (tied names are one object):
+
+    1. if any of its names is in ``state_dict``, that value is installed by assignment: its class
+       is kept (a TorchAO or DTensor value stays one), it is moved to ``device`` only if it is
+       elsewhere (otherwise the module shares its storage), its dtype is kept, and the parameter
+       keeps ``requires_grad`` (ValueError for a non-floating value into a ``requires_grad``
+       parameter). With several tied names in ``state_dict``, the first in module order is used;
+    2. else a real tensor is moved to ``device``, keeping its values;
+    3. else (a meta tensor) it gets fresh storage on ``device`` (``torch.empty``; plain tensors and
+       ``nn.Parameter`` subclasses only) and is initialised by the ``reset_parameters()`` of the
+       first module that registers it directly and has one. Each such module's
+       ``reset_parameters()`` is called once, and writes only the tensors it initialises: every
+       other tensor of its subtree is swapped for a meta stand-in during the call.
+
+    Tensors are moved with the rules of :func:`compat.set_module_tensor` (class, parameter-ness,
+    ``requires_grad``, foreign attributes, identity kept when the swap is possible, else every
+    owner updated), so tied parameters stay tied. Identical on every supported torch version.
+
+    With ``strict`` (the default), keys of ``state_dict`` that name no parameter or buffer, and
+    meta tensors that neither ``state_dict`` nor any ``reset_parameters()`` provides, raise
+    ValueError listing them. With ``strict=False`` unknown keys are ignored and such tensors are
+    left uninitialised (``torch.empty``), as ``Module.to_empty()`` leaves them.
+
+    Everything is validated and built before the module is touched; a failing move raises
+    :class:`compat.TensorMoveError` and leaves the module unchanged. Only an initialiser that raises
+    (RuntimeError naming it) leaves the module materialised but partly uninitialised. The module's
+    own ``_load_from_state_dict`` hooks are not run: names are the plain dotted names of
+    ``named_parameters()``/``named_buffers()``. Memory: new tensors are built before old real ones
+    are released, so moving real tensors across devices briefly holds both.
+
+    Returns ``module``.
+    """
+    _check_module(module)
+    dev = normalize_device(device)
+    if dev is None or dev.type == "meta":
+        raise ValueError(
+            f"materialize needs a real device; got {device!r}; accepted: a device with storage "
+            "such as 'cpu', 'cuda:0' or an accelerator index"
+        )
+    values: dict[str, torch.Tensor] = {}
+    if state_dict is not None:
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"state_dict must be a mapping of names to tensors (or None); got "
+                f"{type(state_dict).__qualname__}"
+            )
+        for key, tensor in state_dict.items():
+            if not isinstance(key, str) or not isinstance(tensor, torch.Tensor):
+                raise TypeError(
+                    f"state_dict entries must map str names to tensors; got {key!r} -> "
+                    f"{type(tensor).__qualname__}"
+                )
+            values[key] = tensor
+
+    groups = _groups(module)
+    known = {name for g in groups for name in g.names}
+    unexpected = [k for k in values if k not in known]
+    if strict and unexpected:
+        raise ValueError(
+            f"state_dict has keys that name no parameter or buffer of {type(module).__name__}: "
+            f"{_listing(unexpected)}; accepted: names such as {_listing(sorted(known), 4)} (or "
+            "pass strict=False to ignore them)"
+        )
+
+    # Plan: what each group becomes, validated before anything is built.
+    plan: list[tuple[_Group, str, torch.Tensor | None]] = []
+    uninitialisable: list[str] = []
+    initialiser: dict[int, nn.Module] = {}
+    for g in groups:
+        given = [n for n in g.names if n in values]
+        if given:
+            value = values[given[0]]
+            if value.shape != g.tensor.shape:
+                raise ValueError(
+                    f"state_dict[{given[0]!r}] has shape {tuple(value.shape)}, but the {g.kind} "
+                    f"has shape {tuple(g.tensor.shape)}; accepted: a tensor of shape "
+                    f"{tuple(g.tensor.shape)}"
+                )
+            plan.append((g, "value", value))
+        elif g.tensor.device.type != "meta":
+            plan.append((g, "keep", None))
+        else:
+            if not _allocatable(g.tensor):
+                raise ValueError(
+                    f"{g.kind} {g.names[0]!r} is a meta {_params._cls(g.tensor)}, which cannot be "
+                    "given fresh storage (a wrapper subclass has its own layout); accepted: its "
+                    "real value in state_dict"
+                )
+            owner = next(
+                (m for m, _ in g.owners if callable(getattr(m, "reset_parameters", None))), None
+            )
+            if owner is None:
+                uninitialisable.extend(g.names)
+            else:
+                initialiser[id(g)] = owner
+            plan.append((g, "init", None))
+    if strict and uninitialisable:
+        raise ValueError(
+            f"materialize cannot initialise {_listing(uninitialisable)}: they are on meta, absent "
+            "from state_dict, and the modules registering them have no reset_parameters(); "
+            "accepted: supply them in state_dict, give their module a reset_parameters(), or pass "
+            "strict=False to leave them uninitialised"
+        )
+
+    # Build every replacement before touching the module.
+    built: list[tuple[_Group, _params._Prepared]] = []
+    for g, how, given_value in plan:
+        name = g.names[0]
+        prepared: _params._Prepared | None
+        if how == "value":
+            assert given_value is not None
+            prepared = _params._prepare(name, g.kind, g.tensor, given_value, dev, None, False)
+        elif how == "keep":
+            prepared = _params._prepare(name, g.kind, g.tensor, g.tensor, dev, None, False)
+        else:
+            empty = torch.empty(g.tensor.shape, dtype=g.tensor.dtype, device=dev)
+            prepared = _params._prepare(name, g.kind, g.tensor, empty, None, None, False)
+        if prepared is not None:
+            built.append((g, prepared))
+
+    for g, prepared in built:
+        registries = [(_registry(m, g.kind), leaf) for m, leaf in g.owners]
+        g.tensor = _params._install(module, prepared, registries)
+
+    # Initialise, one call per initialising module, in module order.
+    order: dict[int, tuple[nn.Module, list[_Group]]] = {}
+    for g, how, _value in plan:
+        owner = initialiser.get(id(g))
+        if how == "init" and owner is not None:
+            order.setdefault(id(owner), (owner, []))[1].append(g)
+    for owner, assigned in order.values():
+        _run_initialiser(owner, assigned)
+    return module

@@ -1,0 +1,468 @@
+"""Subclass-safe parameter and buffer moves, and parameter ties by identity.
+
+Why this exists: code that moves one tensor of a module (sequential CPU offload, loading real
+weights into a meta model) used to rebuild tensor subclasses through their private constructors and
+fields, and broke when TorchAO 0.7 renamed the first field of ``AffineQuantizedTensor`` (diffusers
+#10470); accelerate >= 1.7 stores the moved subclass without re-wrapping it, so
+``isinstance(p, nn.Parameter)`` is False afterwards and ``module.weight = module.weight`` raises.
+
+Everything here uses only public protocol, identically on torch 2.3, 2.4, 2.5 and 2.6 and with any
+TorchAO release:
+
+* a tensor moves through its own public ``.to()`` (never ``copy=``, never a subclass constructor,
+  never a subclass's fields, never an assignment to a parameter's ``.data``);
+* a parameter is re-wrapped with ``nn.Parameter(new, requires_grad=...)`` (for a traceable wrapper
+  subclass that returns the subclass itself, flagged as a parameter), or rebuilt through its own
+  class when it is an ``nn.Parameter`` subclass (bitsandbytes-style parameters carry state);
+* the parameter object keeps its identity through ``torch.utils.swap_tensors`` when the swap is
+  possible, so optimizers, hooks and tied owners see the move; otherwise every owner of the object
+  inside the module is updated;
+* ties are found by object identity, never by ``data_ptr()`` (0 for every wrapper subclass and every
+  meta tensor).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import torch
+from torch import nn
+
+from compat import _features
+from compat.device import DeviceLike, normalize_device
+
+__all__ = ["TensorMoveError", "set_module_tensor", "tied_parameters"]
+
+Kind = Literal["parameter", "buffer"]
+
+# The flag nn.Parameter(subclass) sets on a wrapper subclass; it is not a user attribute.
+_PARAM_FLAG: Final = "_is_param"
+
+
+class TensorMoveError(RuntimeError):
+    """A parameter or buffer could not be moved, cast or rebuilt. The module was left unchanged."""
+
+
+# --- small helpers -----------------------------------------------------------------------------
+
+
+def _cls(obj: object) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_plain(t: torch.Tensor) -> bool:
+    return type(t) in (torch.Tensor, nn.Parameter)
+
+
+def _is_parameter_subclass(cls: type) -> bool:
+    """A true ``nn.Parameter`` subclass (bitsandbytes-style), not a wrapper flagged as one."""
+    return cls is not nn.Parameter and issubclass(cls, nn.Parameter)
+
+
+def _can_require_grad(dtype: torch.dtype) -> bool:
+    return bool(dtype.is_floating_point or dtype.is_complex)
+
+
+def _examples(module: nn.Module, limit: int = 4) -> str:
+    names = [n for n, _ in module.named_parameters()][:limit]
+    names += [n for n, _ in module.named_buffers()][: max(0, limit - len(names))]
+    return ", ".join(repr(n) for n in names) if names else "(this module has none)"
+
+
+def _check_dtype(dtype: torch.dtype | None) -> None:
+    if dtype is None:
+        return
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype or None; got {dtype!r} ({_cls(dtype)}); accepted: a "
+            "floating or complex dtype such as torch.bfloat16, torch.float16 or torch.float32"
+        )
+    if not _can_require_grad(dtype):
+        raise TypeError(
+            f"dtype {dtype} is not a floating or complex dtype; only floating and complex casts "
+            "are accepted (integer tensors are never cast), e.g. torch.bfloat16 or torch.float32"
+        )
+
+
+def _resolve(module: nn.Module, name: str) -> tuple[nn.Module, str, Kind, torch.Tensor | None]:
+    """``(owner, leaf, kind, tensor)`` for a dotted parameter or buffer name."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module; got {_cls(module)}")
+    if not isinstance(name, str) or not name:
+        raise TypeError(
+            f"name must be a non-empty dotted string such as 'layers.0.weight'; got {name!r} "
+            f"({_cls(name)})"
+        )
+    *path, leaf = name.split(".")
+    owner = module
+    for depth, part in enumerate(path):
+        child = owner._modules.get(part)
+        if child is None:
+            prefix = ".".join(path[: depth + 1])
+            raise ValueError(
+                f"cannot resolve {name!r}: {prefix!r} is not a submodule of "
+                f"{type(module).__name__}; accepted: a dotted parameter or buffer name such as "
+                f"{_examples(module)}"
+            )
+        owner = child
+    if leaf in owner._parameters:
+        return owner, leaf, "parameter", owner._parameters[leaf]
+    if leaf in owner._buffers:
+        return owner, leaf, "buffer", owner._buffers[leaf]
+    raise ValueError(
+        f"{type(module).__name__} has no parameter or buffer named {name!r}; accepted: a dotted "
+        f"parameter or buffer name such as {_examples(module)}"
+    )
+
+
+# --- phase 1: build the new tensor (touches no module) ------------------------------------------
+
+
+def _target(device: torch.device | None, dtype: torch.dtype | None) -> str:
+    parts = [f"device {str(device)!r}"] if device is not None else []
+    if dtype is not None:
+        parts.append(f"dtype {dtype}")
+    return " and ".join(parts) or "its current device"
+
+
+def _convert(
+    name: str,
+    kind: Kind,
+    src: torch.Tensor,
+    device: torch.device | None,
+    dtype: torch.dtype | None,
+    non_blocking: bool,
+) -> torch.Tensor:
+    """``src`` moved/cast through its own public ``.to()``; ``src`` itself when nothing changes."""
+    kwargs: dict[str, Any] = {}
+    if device is not None:
+        kwargs["device"] = device
+    if dtype is not None and _can_require_grad(src.dtype) and src.dtype != dtype:
+        kwargs["dtype"] = dtype
+    if not kwargs:
+        return src
+    if non_blocking:
+        kwargs["non_blocking"] = True
+    try:
+        return src.to(**kwargs)
+    except Exception as exc:
+        hint = ""
+        if src.device.type == "meta" and device is not None and device.type != "meta":
+            hint = (
+                "; a meta tensor has no data to copy: pass value= with the real tensor, or use "
+                "compat.materialize()"
+            )
+        raise TensorMoveError(
+            f"cannot move {kind} {name!r} of class {_cls(src)} ({src.dtype} on "
+            f"{src.device}) to {_target(device, dtype)}: {type(exc).__name__}: {exc}{hint}; "
+            "the module was left unchanged"
+        ) from exc
+
+
+def _constructor_keywords(cls: type) -> frozenset[str]:
+    """Keyword parameters of ``cls(...)`` beyond ``data`` and ``requires_grad``."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return frozenset()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in kinds and p.name not in ("data", "requires_grad")
+    )
+
+
+def _rebuild_through_class(
+    name: str, cls: type, old: torch.Tensor, data: torch.Tensor, requires_grad: bool
+) -> torch.Tensor:
+    """A new ``cls`` parameter around ``data``, built the way ``nn.Parameter`` subclasses expect.
+
+    The old object's ``__dict__`` entries whose names are keyword parameters of the class are
+    passed to it (bitsandbytes' ``Int8Params(data, requires_grad, CB=..., SCB=...)``); the others
+    are copied afterwards as foreign attributes.
+    """
+    state = {k: v for k, v in vars(old).items() if k != _PARAM_FLAG}
+    kwargs = {k: v for k, v in state.items() if k in _constructor_keywords(cls)}
+    try:
+        new = cls(data, requires_grad=requires_grad, **kwargs)
+    except Exception as exc:
+        shown = "".join(f", {k}=..." for k in kwargs)
+        raise TensorMoveError(
+            f"cannot rebuild parameter {name!r} through its class {cls.__module__}."
+            f"{cls.__qualname__}: {cls.__qualname__}(data, requires_grad=...{shown}) raised "
+            f"{type(exc).__name__}: {exc}; an nn.Parameter subclass must accept (data, "
+            "requires_grad) like nn.Parameter, or return its own class from .to(); the module "
+            "was left unchanged"
+        ) from exc
+    if type(new) is not cls:
+        raise TensorMoveError(
+            f"cannot rebuild parameter {name!r}: {cls.__qualname__}(...) returned {_cls(new)} "
+            "instead of its own class; the module was left unchanged"
+        )
+    assert isinstance(new, torch.Tensor)
+    return new
+
+
+def _as_parameter(
+    name: str, old: torch.Tensor, moved: torch.Tensor, requires_grad: bool
+) -> torch.Tensor:
+    """``moved`` as a parameter of the right class with ``requires_grad`` applied."""
+    if requires_grad and not _can_require_grad(moved.dtype):
+        raise ValueError(
+            f"parameter {name!r} requires grad, but its new dtype {moved.dtype} cannot: only "
+            "floating and complex tensors can require gradients; call requires_grad_(False) on "
+            "the parameter first, or pass a floating or complex value"
+        )
+    moved_cls = type(moved)
+    if _is_parameter_subclass(moved_cls):
+        # The class's own .to() kept it (bitsandbytes does), or the value is such a parameter.
+        if moved.requires_grad != requires_grad:
+            moved.requires_grad_(requires_grad)
+        return moved
+    if _is_plain(moved) and _is_parameter_subclass(type(old)):
+        # Parameter subclasses return plain tensors from .to(): rebuild through their own class.
+        return _rebuild_through_class(name, type(old), old, moved, requires_grad)
+    try:
+        # Plain data: nn.Parameter aliases it. A wrapper subclass: nn.Parameter returns the same
+        # subclass (detached, flagged as a parameter); TorchAO's .to() dropped requires_grad.
+        return nn.Parameter(moved, requires_grad=requires_grad)
+    except Exception as exc:
+        raise TensorMoveError(
+            f"cannot wrap {_cls(moved)} as the parameter {name!r}: nn.Parameter(...) raised "
+            f"{type(exc).__name__}: {exc}; the module was left unchanged"
+        ) from exc
+
+
+def _foreign_attributes(old: torch.Tensor, new: torch.Tensor) -> dict[str, Any]:
+    """Python attributes set on ``old`` by users (``_is_hf_initialized``, tags) that ``new`` lacks.
+
+    A wrapper subclass keeps its own state in ``__dict__`` too; keys the new object already has are
+    never copied (they would hold inner tensors on the old device). When the class changes, the old
+    class's own keys are learnt from a detached copy (which carries the class's state and none of
+    the user's); if even that fails, nothing is copied rather than something wrong.
+    """
+    old_dict = vars(old)
+    if not old_dict:
+        return {}
+    skip = set(vars(new)) | {_PARAM_FLAG}
+    own_state_unknown = not _is_plain(old) and not _is_parameter_subclass(type(old))
+    if type(new) is not type(old) and own_state_unknown:
+        try:
+            skip |= set(vars(old.detach()))
+        except Exception:
+            return {}
+    return {k: v for k, v in old_dict.items() if k not in skip}
+
+
+@dataclass
+class _Prepared:
+    """A fully built replacement, ready to install."""
+
+    name: str
+    kind: Kind
+    old: torch.Tensor
+    new: torch.Tensor
+    foreign: dict[str, Any]
+    # False when ``new`` is the caller's own object, which must not receive the old content.
+    swappable: bool
+
+
+def _prepare(
+    name: str,
+    kind: Kind,
+    old: torch.Tensor,
+    src: torch.Tensor,
+    device: torch.device | None,
+    dtype: torch.dtype | None,
+    non_blocking: bool,
+    *,
+    requires_grad: bool | None = None,
+) -> _Prepared | None:
+    """Build the tensor that replaces ``old``; None if ``old`` can stay exactly as it is.
+
+    ``src`` is ``old`` itself for a move, or the tensor to install. Touches no module.
+    """
+    moved = _convert(name, kind, src, device, dtype, non_blocking)
+    if kind == "buffer":
+        if moved is old:
+            return None
+        new = moved
+    else:
+        rg = old.requires_grad if requires_grad is None else requires_grad
+        if moved is old and isinstance(old, nn.Parameter) and old.requires_grad == rg:
+            return None
+        new = _as_parameter(name, old, moved, rg)
+    foreign = _foreign_attributes(old, new) if new is not old else {}
+    swappable = kind == "parameter" and new is not src and new is not old
+    return _Prepared(name, kind, old, new, foreign, swappable)
+
+
+# --- phase 2: install (cannot fail half-way) ----------------------------------------------------
+
+
+def _python_state(t: torch.Tensor) -> tuple[type, dict[str, Any], dict[str, Any]]:
+    slots = _features.slot_names(type(t))
+    return type(t), vars(t), {s: getattr(t, s) for s in slots if hasattr(t, s)}
+
+
+def _restore(t: torch.Tensor, state: tuple[type, dict[str, Any], dict[str, Any]]) -> None:
+    cls, attrs, slot_values = state
+    setattr(t, "__class__", cls)  # noqa: B010 -- the same assignment swap_tensors makes
+    setattr(t, "__dict__", attrs)  # noqa: B010
+    for slot in _features.slot_names(cls):
+        if slot in slot_values:
+            setattr(t, slot, slot_values[slot])
+        elif hasattr(t, slot):
+            delattr(t, slot)
+
+
+def swap_in_place(old: torch.Tensor, new: torch.Tensor) -> bool:
+    """Make ``old`` hold ``new``'s content with ``torch.utils.swap_tensors``; False if impossible.
+
+    Never leaves either tensor half-swapped: the pre-checks of :func:`compat._features.swap_blocker`
+    run first, and should torch still refuse (torch 2.3 checks the reference count only after it
+    swapped ``__class__`` and ``__dict__``), the Python-level state of both is restored.
+    """
+    if _features.swap_blocker(old, new) is not None:
+        return False
+    saved = (_python_state(old), _python_state(new))
+    try:
+        torch.utils.swap_tensors(old, new)  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        _restore(old, saved[0])
+        _restore(new, saved[1])
+        return False
+    return True
+
+
+def _owners(root: nn.Module, tensor: torch.Tensor, kind: Kind) -> list[tuple[dict[str, Any], str]]:
+    """Every ``(registry, key)`` inside ``root`` that holds ``tensor`` itself."""
+    found: list[tuple[dict[str, Any], str]] = []
+    for mod in root.modules():
+        registry = mod._parameters if kind == "parameter" else mod._buffers
+        found.extend((registry, key) for key, t in registry.items() if t is tensor)
+    return found
+
+
+def _install(
+    root: nn.Module,
+    prepared: _Prepared,
+    owners: list[tuple[dict[str, Any], str]] | None = None,
+) -> torch.Tensor:
+    """Put ``prepared.new`` in place of ``prepared.old`` everywhere inside ``root``.
+
+    ``owners`` may list the registries holding ``old`` when the caller already knows them.
+    """
+    old, new = prepared.old, prepared.new
+    if prepared.foreign:
+        vars(new).update(prepared.foreign)
+    if prepared.swappable and swap_in_place(old, new):
+        return old  # same object, new content: every owner and outside reference sees it
+    for registry, key in _owners(root, old, prepared.kind) if owners is None else owners:
+        registry[key] = new
+    return new
+
+
+# --- public API ----------------------------------------------------------------------------------
+
+
+def set_module_tensor(
+    module: nn.Module,
+    name: str,
+    device: DeviceLike = None,
+    *,
+    value: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    non_blocking: bool = False,
+) -> torch.Tensor:
+    """Move the parameter or buffer ``name`` of ``module`` and/or replace its data with ``value``.
+
+    ``name`` is dotted (``"layers.0.attn.weight"``). ``device`` goes through
+    :func:`compat.normalize_device`; ``None`` means "do not move" (with a ``value``, the value is
+    installed where it is). ``dtype`` casts floating and complex tensors (including a wrapper
+    subclass's outer dtype); integer tensors are never cast. Values are kept bit for bit otherwise:
+    no implicit cast of ``value`` to the old dtype, and no copy when the tensor is already on the
+    device (the installed tensor then shares storage with ``value``, as
+    ``load_state_dict(assign=True)`` does).
+
+    Guarantees, identical on torch 2.3-2.6 with TorchAO 0.6-0.8 (and on any later TorchAO, since
+    only public ``.to()`` and ``nn.Parameter`` are used):
+
+    * Type: the result has the class of the source (the old tensor, or ``value``): a plain tensor
+      stays ``nn.Parameter``; a wrapper subclass (TorchAO ``AffineQuantizedTensor``,
+      ``LinearActivationQuantizedTensor``, float8 tensors, ``DTensor``) stays that subclass; an
+      ``nn.Parameter`` subclass is rebuilt through its own class (or kept if its own ``.to()``
+      returned it) with its ``__dict__`` state passed to matching constructor keywords.
+    * Parameters stay parameters: ``isinstance(result, nn.Parameter)`` is True, so
+      ``module.weight = module.weight`` and ``module.to()`` keep working.
+    * ``requires_grad`` of the old parameter is kept (TorchAO's ``.to()`` drops it). If it is True
+      and the new dtype is not floating or complex, ValueError (call ``requires_grad_(False)``
+      first).
+    * Identity: the old parameter object receives the new content via ``torch.utils.swap_tensors``
+      whenever the swap is possible (no weak reference to it, equal ``__slots__``, no other
+      reference to its TensorImpl such as a view or a live autograd graph: the same rule on every
+      version), so optimizers, hooks and tied owners see the move. Otherwise every owner of the old
+      object inside ``module`` gets the new object, so ties stay ties. Buffers are replaced, as
+      ``Module.to()`` replaces them, in every owner.
+    * Python attributes set on the old tensor that the new object lacks are copied to it.
+    * Atomic: everything is built before the module is touched. A refused move (a meta tensor to a
+      real device without ``value``; a subclass whose ``.to()`` refuses the target, as TorchAO int4
+      layouts do) raises :class:`TensorMoveError` naming the tensor and its class, and the module
+      is exactly as it was.
+
+    Returns the installed tensor (the old parameter object itself when it was swapped, or when
+    nothing needed to change).
+
+    Raises:
+        TypeError: ``module`` is not a Module, ``name`` is not a string, ``value`` is not a tensor,
+            ``dtype`` is not a floating/complex ``torch.dtype``; bad devices as
+            :func:`compat.normalize_device`.
+        ValueError: unknown name (the message lists accepted names), an entry registered as None,
+            a ``value`` of another shape, ``requires_grad`` on a non-floating result.
+        TensorMoveError: the tensor's ``.to()`` or its class refused; the module is unchanged.
+    """
+    _owner, _leaf, kind, old = _resolve(module, name)
+    if old is None:
+        raise ValueError(
+            f"{kind} {name!r} is registered as None, so there is nothing to move or replace; "
+            f"accepted: a name whose entry holds a tensor, such as {_examples(module)}"
+        )
+    target = normalize_device(device)
+    _check_dtype(dtype)
+    if value is not None:
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"value for {name!r} must be a torch.Tensor (or None); got {_cls(value)}"
+            )
+        if value.shape != old.shape:
+            raise ValueError(
+                f"value for {kind} {name!r} has shape {tuple(value.shape)}, but the {kind} has "
+                f"shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
+            )
+    src = old if value is None else value
+    prepared = _prepare(name, kind, old, src, target, dtype, non_blocking)
+    if prepared is None:
+        return old
+    return _install(module, prepared)
+
+
+def tied_parameters(module: nn.Module) -> list[list[str]]:
+    """Groups of dotted names that refer to one parameter object, e.g. ``[["embed.weight",
+    "head.weight"]]``.
+
+    Ties are found by object identity over ``named_parameters(remove_duplicate=False)``, never by
+    ``data_ptr()`` (which is 0 for every wrapper subclass and every meta tensor, so it would tie all
+    of them). A submodule registered under two names ties its parameters under both names. Only
+    groups of two or more names are returned; groups are ordered by first appearance and names in
+    module order. Identical on every supported torch version; an empty list when nothing is tied.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module; got {_cls(module)}")
+    groups: dict[int, list[str]] = {}
+    for name, param in module.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
