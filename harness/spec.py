@@ -57,6 +57,7 @@ class Backend:
     torch_probe: str = "True"
     index_env: str = ""
     env: tuple[tuple[str, str], ...] = ()  # set for the cell's probe and test run
+    runs_on: tuple[str, ...] = ("ubuntu-24.04",)  # GitHub Actions runner labels
 
     def index_url(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The package index to install torch from, if the user set one in the environment."""
@@ -297,7 +298,7 @@ def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
             path,
             f"backends.{name}",
             entry,
-            ("host_probe", "platforms", "torch_probe", "index_env", "env"),
+            ("host_probe", "platforms", "torch_probe", "index_env", "env", "runs_on"),
         )
         probe = r.get("torch_probe", str, "True")
         try:
@@ -315,6 +316,7 @@ def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
             probe,
             r.get("index_env", str, ""),
             tuple(sorted(env.items())),
+            r.strings("runs_on", ["ubuntu-24.04"]),
         )
     return out
 
