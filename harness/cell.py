@@ -59,6 +59,7 @@ class CellResult:
     failures: list[dict[str, str]] = field(default_factory=list)
     log_tail: str = ""
     candidates: list[str] = field(default_factory=list)  # upstream candidates installed last
+    controls: dict[str, str] = field(default_factory=dict)  # negative control -> its outcome
 
     @property
     def ok(self) -> bool:
@@ -261,6 +262,18 @@ def read_reportlog(path: Path) -> TestLog:
     return log
 
 
+CONTROLS_PREFIX = "tests/controls/"
+
+
+def control_outcomes(log: TestLog) -> dict[str, str]:
+    """The naive variant of each negative control and how it ended (xfailed: it bit)."""
+    return {
+        nodeid.split("::")[-1].split("[")[0].removeprefix("test_"): outcome
+        for nodeid, outcome in sorted(log.outcomes.items())
+        if nodeid.startswith(CONTROLS_PREFIX) and nodeid.endswith("[naive]")
+    }
+
+
 def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]], bool]:
     """Final outcome counts, the failing tests, and whether pytest reached SessionFinish."""
     log = read_reportlog(path)
@@ -445,6 +458,7 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     )
     counts, failures, finished = summarize_reportlog(outdir / "log.jsonl")
     result.counts, result.failures = counts, failures
+    result.controls = control_outcomes(read_reportlog(outdir / "log.jsonl"))
     if ran.timed_out:
         return finish("timeout", f"tests ran past the cell's {cell.timeout_s} s", ran.output)
     rc = ran.returncode

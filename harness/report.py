@@ -85,7 +85,8 @@ def _sorted_versions(values: Iterable[str]) -> list[str]:
 
 
 def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's data: per backend a torch × TorchAO grid, plus totals."""
+    """The report's data: per backend a torch × TorchAO grid, the negative controls, totals."""
+    cells_by_id = {cell["id"]: cell for cell in cells}
     grids: dict[str, dict[str, Any]] = {}
     for cell in cells:
         grid = grids.setdefault(cell["backend"], {"rows": {}, "torch": [], "torchao": []})
@@ -98,6 +99,21 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
         grid["torch"] = _sorted_versions(grid["torch"])
         grid["torchao"] = _sorted_versions(grid["torchao"])
         grid["skip_reasons"] = sorted(grid.get("skip_reasons", ()))
+    controls: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        if not cell.get("controls"):
+            continue
+        table = controls.setdefault(cell["backend"], {"cells": [], "rows": {}})
+        table["cells"].append(cell["id"])
+        for name, outcome in cell["controls"].items():
+            table["rows"].setdefault(name, {})[cell["id"]] = outcome
+    for table in controls.values():
+        table["cells"].sort(
+            key=lambda cid: (
+                Version(cells_by_id[cid]["torch"]),
+                Version(cells_by_id[cid]["torchao"]),
+            )
+        )
     tests: Counter[str] = Counter()
     for cell in cells:
         tests.update(cell["counts"])
@@ -106,6 +122,7 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "cells": {cell["id"]: cell for cell in cells},
         "grids": dict(sorted(grids.items(), key=lambda kv: (kv[0] != "cpu", kv[0]))),
+        "controls": controls,
         "totals": {
             "cells": len(cells),
             "by_status": dict(sorted(statuses.items())),

@@ -137,3 +137,42 @@ def test_html_page_in_a_headless_browser(reports: Path, tmp_path: Path) -> None:
     shot.parent.mkdir(parents=True, exist_ok=True)
     _chromium(f"--screenshot={shot}", "--window-size=1400,900", page, tmp=tmp_path)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_negative_controls_are_a_separate_row(tmp_path: Path) -> None:
+    r = tmp_path / "reports"
+    bites = {
+        "params_quantized_weight_moves_intact": "xfailed",
+        "device_forms_mean_one_device": "xfailed",
+    }
+    make_cell(
+        r,
+        "2.3",
+        "0.6",
+        "cpu",
+        "passed",
+        controls={**bites, "params_quantized_weight_moves_intact": "passed"},
+    )
+    make_cell(r, "2.3", "0.7", "cpu", "passed", controls=bites)
+    make_cell(
+        r,
+        "2.3",
+        "0.8",
+        "cpu",
+        "failed",
+        controls={**bites, "device_forms_mean_one_device": "failed"},
+    )
+    data = report.write(r)
+    table = data["controls"]["cpu"]
+    assert table["cells"] == ["torch2.3-ao0.6-cpu", "torch2.3-ao0.7-cpu", "torch2.3-ao0.8-cpu"]
+    assert table["rows"]["params_quantized_weight_moves_intact"]["torch2.3-ao0.6-cpu"] == "passed"
+    md = (r / "matrix.md").read_text()
+    row = next(
+        line for line in md.splitlines() if line.startswith("| device_forms_mean_one_device")
+    )
+    assert row.count("🦷 fails as declared") == 2 and "❌ did not fail where declared" in row
+    html = (r / "matrix.html").read_text()
+    assert (
+        'data-control="params_quantized_weight_moves_intact" data-cell="torch2.3-ao0.6-cpu-control" data-outcome="passed"'
+        in html
+    )
