@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.probe import BACKEND_ABSENT
 from harness.spec import Backend, Cell, Matrix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,7 @@ class CellResult:
     log_tail: str = ""
     candidates: list[str] = field(default_factory=list)  # upstream candidates installed last
     controls: dict[str, str] = field(default_factory=dict)  # negative control -> its outcome
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step
 
     @property
     def ok(self) -> bool:
@@ -274,9 +276,8 @@ def control_outcomes(log: TestLog) -> dict[str, str]:
     }
 
 
-def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]], bool]:
-    """Final outcome counts, the failing tests, and whether pytest reached SessionFinish."""
-    log = read_reportlog(path)
+def summarize(log: TestLog) -> tuple[dict[str, int], list[dict[str, str]]]:
+    """Final outcome counts and the failing tests."""
     counts = dict.fromkeys(OUTCOMES, 0)
     for state in log.outcomes.values():
         counts[state] += 1
@@ -285,7 +286,7 @@ def summarize_reportlog(path: Path) -> tuple[dict[str, int], list[dict[str, str]
         for n, s in sorted(log.outcomes.items())
         if s in ("failed", "error")
     ]
-    return counts, failures, log.finished
+    return counts, failures
 
 
 # --- one cell ---------------------------------------------------------------------------
@@ -301,7 +302,7 @@ class CellPlan:
     install: list[list[str]]  # commands; empty when the venv is prepared by the caller
     pytest_args: list[str]
     xfails: list[dict[str, Any]]
-    probe: list[str] = field(default_factory=list)  # default: harness/probe.py in the venv
+    probe_script: Path = PROBE  # imports torch, writes probe.json, then runs pytest
     env: dict[str, str] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
 
@@ -338,8 +339,6 @@ def cell_pytest_args(
 ) -> list[str]:
     rerun_args = [f"--reruns={reruns}"] if reruns else []
     return [
-        "-m",
-        "pytest",
         *tests,
         "--ignore=tests/harness",
         "-p",
@@ -411,28 +410,11 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     for cmd in plan.install:
         ran = run_logged(cmd, log, timeout_s=deadline - time.monotonic(), env=env, echo=echo)
+        result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
         if ran.timed_out:
             return finish("timeout", f"install ran past {cell.timeout_s} s", ran.output)
         if ran.returncode != 0:
             return finish("install-error", f"install exited {ran.returncode}", ran.output)
-
-    probe = run_logged(
-        plan.probe or [str(plan.python), str(PROBE), cell.backend.torch_probe],
-        log,
-        timeout_s=deadline - time.monotonic(),
-        env=env,
-        echo=None,
-    )
-    if probe.timed_out:
-        return finish("timeout", "probe ran past the cell's time limit", probe.output)
-    facts = _last_json(probe.output) if probe.returncode == 0 else None
-    if facts is None:
-        return finish("install-error", "torch does not import in the cell's venv", probe.output)
-    result.installed = facts["installed"]
-    result.torchao_cpp = facts["torchao_cpp"]
-    if not facts["backend_ok"]:
-        why = facts["backend_error"] or f"`{cell.backend.torch_probe}` is false"
-        return finish("skipped", f"no usable {cell.backend.name} in torch: {why}")
 
     spec_file = outdir / "cell-spec.json"
     spec_file.write_text(
@@ -449,23 +431,48 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
         )
     )
     env["COMPAT_MATRIX_CELL"] = str(spec_file)
+    facts_file = outdir / "probe.json"
+    # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     ran = run_logged(
-        [str(plan.python), *plan.pytest_args],
+        [
+            str(plan.python),
+            str(plan.probe_script),
+            "--probe",
+            cell.backend.torch_probe,
+            "--out",
+            str(facts_file),
+            "--",
+            *plan.pytest_args,
+        ],
         log,
         timeout_s=deadline - time.monotonic(),
         env=env,
         echo=echo,
     )
-    counts, failures, finished = summarize_reportlog(outdir / "log.jsonl")
+    facts = json.loads(facts_file.read_text()) if facts_file.exists() else None
+    if facts is not None:
+        result.installed = facts["installed"]
+        result.torchao_cpp = facts["torchao_cpp"]
+        result.timings["import"] = facts.get("import_s", 0.0)
+    if ran.timed_out and facts is None:
+        return finish("timeout", "importing torch ran past the cell's time limit", ran.output)
+    if facts is None:
+        return finish("install-error", "torch does not import in the cell's venv", ran.output)
+    if ran.returncode == BACKEND_ABSENT and not facts["backend_ok"]:
+        why = facts["backend_error"] or f"`{cell.backend.torch_probe}` is false"
+        return finish("skipped", f"no usable {cell.backend.name} in torch: {why}")
+    result.timings["tests"] = round(ran.seconds, 2)
+    test_log = read_reportlog(outdir / "log.jsonl")
+    counts, failures = summarize(test_log)
     result.counts, result.failures = counts, failures
-    result.controls = control_outcomes(read_reportlog(outdir / "log.jsonl"))
+    result.controls = control_outcomes(test_log)
     if ran.timed_out:
         return finish("timeout", f"tests ran past the cell's {cell.timeout_s} s", ran.output)
     rc = ran.returncode
     if rc is not None and rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else rc
         return finish("crashed", f"the interpreter died ({name})", ran.output)
-    if rc in (0, 1) and not finished:
+    if rc in (0, 1) and not test_log.finished:
         return finish("crashed", f"pytest exited {rc} before finishing its session", ran.output)
     if rc == 0:
         return finish("passed")
@@ -476,18 +483,6 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     if rc in (2, 3, 4):
         return finish("error", f"pytest stopped itself (exit {rc})", ran.output)
     return finish("crashed", f"the interpreter exited {rc} without a pytest summary", ran.output)
-
-
-def _last_json(output: str) -> dict[str, Any] | None:
-    for line in reversed(output.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
 
 
 def skipped_results(cells: Sequence[Cell], reason: str, reports: Path) -> list[CellResult]:

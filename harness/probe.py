@@ -1,18 +1,26 @@
-"""Run inside a cell's venv (by path, standard library only): what is installed, what loads.
+"""Run inside a cell's venv (by path, standard library only): what is installed, what loads,
+then the cell's tests in the same interpreter (so torch is imported once per cell).
 
-Usage: python harness/probe.py '<torch probe expression>'
-Prints one JSON object on stdout: installed versions, whether TorchAO imports and whether its
-C++ extension ops loaded, and whether the backend's torch probe held (with the error if not).
+    python harness/probe.py --probe EXPR --out FACTS.json [-- PYTEST_ARGS...]
+
+Writes FACTS.json once torch imports: installed versions, whether TorchAO imports and whether
+its C++ extension ops loaded, and whether the backend's torch probe ``EXPR`` held. With pytest
+arguments it then runs pytest and exits with its code, or exits ``BACKEND_ABSENT`` if the probe
+did not hold. If torch does not import, it dies before writing FACTS.json: an install error.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
+import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
+BACKEND_ABSENT = 77  # exit code: the backend's torch probe did not hold
 PACKAGES = (
     "torch",
     "torchao",
@@ -25,14 +33,15 @@ PACKAGES = (
 )
 
 
-def main(argv: list[str]) -> int:
+def facts(expr: str) -> dict[str, Any]:
     out: dict[str, Any] = {"python": platform.python_version(), "installed": {}}
     for name in PACKAGES:
         try:
             out["installed"][name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out["installed"][name] = None
-    import torch  # type: ignore[import-not-found,unused-ignore]  # absent on the host: fine
+    start = time.perf_counter()
+    import torch  # type: ignore[import-not-found,unused-ignore]  # a failure: install error
 
     out["torch_cuda_build"] = torch.version.cuda
     try:
@@ -45,16 +54,38 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # record, do not crash: the tests decide what that means
         out["torchao_import"] = f"{type(exc).__name__}: {exc}"
         out["torchao_cpp"] = False
-    expr = argv[1] if len(argv) > 1 else "True"
+    out["import_s"] = round(time.perf_counter() - start, 2)
     try:
         out["backend_ok"] = bool(eval(expr, {"torch": torch}))
         out["backend_error"] = None
     except Exception as exc:
         out["backend_ok"] = False
         out["backend_error"] = f"{type(exc).__name__}: {exc}"
-    print(json.dumps(out))
-    return 0
+    return out
+
+
+def main(argv: list[str]) -> int:
+    rest: list[str] | None = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1 :]
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    found = facts(options.get("--probe", "True"))
+    text = json.dumps(found)
+    if "--out" in options:
+        Path(options["--out"]).write_text(text + "\n")
+    else:
+        print(text)
+    if rest is None:
+        return 0
+    if not found["backend_ok"]:
+        return BACKEND_ABSENT
+    # like `python -m pytest`: the working directory, not this script's folder, leads sys.path
+    sys.path[0] = os.getcwd()
+    import pytest
+
+    return int(pytest.main(rest))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv[1:]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -10,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness import cell as cellmod
-from harness.cell import CellPlan, run_cell, summarize_reportlog
+from harness.cell import CellPlan, read_reportlog, run_cell, summarize
 from harness.spec import Backend, Cell, Version_
 
-FAKE_PROBE = (
-    "import json; print(json.dumps({'installed': {'torch': '2.6.0'}, 'torchao_cpp': True, "
-    "'backend_ok': %s, 'backend_error': None}))"
-)
+FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_cell(timeout_s: int = 120, backend: Backend | None = None) -> Cell:
@@ -36,7 +35,7 @@ def plan(
     timeout_s: int = 120,
     install: list[list[str]] | None = None,
     backend_ok: bool = True,
-    probe: list[str] | None = None,
+    import_error: str = "",
     xfails: list[dict[str, object]] | None = None,
 ) -> CellPlan:
     project = tmp_path / "project"
@@ -45,8 +44,6 @@ def plan(
     c = make_cell(timeout_s)
     out = tmp_path / "reports" / "cells" / c.id
     args = [
-        "-m",
-        "pytest",
         str(project),
         "-p",
         "no:cacheprovider",
@@ -64,7 +61,11 @@ def plan(
         install or [],
         args,
         xfails or [],
-        probe=probe or [sys.executable, "-c", FAKE_PROBE % backend_ok],
+        probe_script=FAKE_PROBE,
+        env={
+            "FAKE_PROBE_BACKEND_OK": "1" if backend_ok else "0",
+            "FAKE_PROBE_IMPORT_ERROR": import_error,
+        },
     )
 
 
@@ -156,8 +157,8 @@ def test_install_error_stops_before_tests(tmp_path: Path) -> None:
 
 
 def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:
-    probe = [sys.executable, "-c", "raise ImportError('libcublas.so.12: cannot open')"]
-    result = run_cell(plan(tmp_path, "def test_a(): pass\n", probe=probe), echo=None)
+    p = plan(tmp_path, "def test_a(): pass\n", import_error="libcublas.so.12: cannot open")
+    result = run_cell(p, echo=None)
     assert result.status == "install-error"
     assert "libcublas" in result.log_tail
 
@@ -208,8 +209,10 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
         {"$report_type": "SessionFinish", "exitstatus": 1},
     ]
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
-    counts, failures, finished = summarize_reportlog(log)
-    assert finished
+    test_log = read_reportlog(log)
+    counts, failures = summarize(test_log)
+    assert test_log.finished
+    assert test_log.reruns == {"t::flaky": 1}
     assert counts["passed"] == 1 and counts["xfailed"] == 1 and counts["error"] == 1
     assert failures == [{"nodeid": "t::td", "outcome": "error", "message": "boom"}]
 
@@ -224,3 +227,14 @@ def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: s
     assert cmd[:5] == ["uv", "pip", "install", "--python", "/v/bin/python"]
     assert "torch==2.6.0" in cmd and "torchao==0.8.0" in cmd and cmd[-2:] == ["-r", "r.txt"]
     assert ("--index" in cmd) == (env_value is not None)
+
+
+def test_real_probe_writes_facts_and_reports_an_absent_backend(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="no torch in this venv (the `tests` session has it)")
+    out = tmp_path / "facts.json"
+    cmd = [sys.executable, str(cellmod.PROBE), "--probe", "1 == 2", "--out", str(out), "--", "-q"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 77, done.stderr
+    facts = json.loads(out.read_text())
+    assert facts["backend_ok"] is False and facts["installed"]["torch"]
+    assert isinstance(facts["torchao_cpp"], bool)

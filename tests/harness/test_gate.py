@@ -165,11 +165,7 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
         "def test_unrelated():\n    assert True\n"
     )
     cell = Cell("3.11", Version_("2.6", "2.6.0"), Version_("0.8", "0.8.0"), Backend("cpu"), 300)
-    fake_probe = [
-        sys.executable,
-        "-c",
-        "import json; print(json.dumps({'installed': {}, 'torchao_cpp': None, 'backend_ok': True, 'backend_error': None}))",
-    ]
+    fake_probe = Path(__file__).with_name("fake_probe.py")
 
     def run(reports: Path, candidates: list[str]) -> CellResult:
         out = reports / "cells" / cell.id
@@ -189,8 +185,6 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
         if candidates:
             install.append(candidate_command(uv, python, candidates))
         args = [
-            "-m",
-            "pytest",
             str(project),
             "-p",
             "no:cacheprovider",
@@ -198,7 +192,7 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
             f"--report-log={out / 'log.jsonl'}",
         ]
         plan = CellPlan(
-            cell, python, out, install, args, [], probe=fake_probe, candidates=candidates
+            cell, python, out, install, args, [], probe_script=fake_probe, candidates=candidates
         )
         return run_cell(plan, echo=None)
 
