@@ -106,10 +106,12 @@ class _Leaves:
     """Every plain tensor reachable from the mapping, keyed by storage, in parallel lists."""
 
     __slots__ = (
+        "flattened",
         "names",
         "outer",
         "owner",
         "paths",
+        "repeated",
         "st_cdata",
         "st_device",
         "st_nbytes",
@@ -119,6 +121,8 @@ class _Leaves:
     )
 
     def __init__(self) -> None:
+        self.flattened = False  # True once a subclass was flattened (leaves != names)
+        self.repeated: set[int] = set()  # storages that hold more than one leaf
         self.names: list[str] = []  # mapping keys, in mapping order
         self.outer: list[tuple[Any, ...] | None] = []  # per name: subclass descriptor, or None
         self.tensors: list[torch.Tensor] = []  # per leaf
@@ -143,24 +147,61 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
             f"{type(tensors).__name__}"
         )
     out = _Leaves()
-    pending: list[tuple[torch.Tensor, int, str]] = []
+    names, outer = out.names, out.outer
+    leaf_tensors, owner, paths, storage = out.tensors, out.owner, out.paths, out.storage
+    st_cdata, st_ptr, st_nbytes, st_device = out.st_cdata, out.st_ptr, out.st_nbytes, out.st_device
+    cdata_index: dict[int, int] = {}
+    repeated = out.repeated
+    tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
+
+    def add_storage(tensor: torch.Tensor, index: int, path: str) -> int:
+        try:
+            st = tensor.untyped_storage()
+            cdata: int = st._cdata
+            sid = cdata_index.get(cdata)
+            if sid is not None:
+                repeated.add(sid)
+                return sid
+            sid = len(st_cdata)
+            device = st.device
+            # A meta storage (meta tensors, and fake tensors, whose storage is meta on every
+            # supported torch) has no address; asking a fake one for it warns on 2.4-2.6.
+            st_ptr.append(0 if device.type == "meta" else st.data_ptr())
+            st_nbytes.append(st.nbytes())
+        except Exception as exc:
+            where = names[index] + (f"/{path}" if path else "")
+            raise TypeError(
+                f"key {where!r}: a {type(tensor).__name__} (layout {tensor.layout}, device "
+                f"{tensor.device}) exposes no storage and cannot be flattened through "
+                "__tensor_flatten__; accepted: strided tensors and traceable wrapper subclasses "
+                f"whose inner tensors are strided ({type(exc).__name__}: {exc})"
+            ) from exc
+        cdata_index[cdata] = sid
+        st_device.append(device)
+        st_cdata.append(cdata)
+        return sid
+
     for key, value in tensors.items():
         if not isinstance(key, str):
             raise TypeError(
                 f"key {_show_key(key)} is a {type(key).__name__}; accepted: str keys only"
             )
-        index = len(out.names)
-        out.names.append(key)
+        index = len(names)
+        names.append(key)
         cls = type(value)
-        if cls is torch.Tensor or cls is torch.nn.Parameter:
-            out.outer.append(None)
-            pending.append((value, index, ""))
+        if cls is tensor_type or cls is parameter_type:
+            outer.append(None)
+            leaf_tensors.append(value)
+            owner.append(index)
+            paths.append("")
+            storage.append(add_storage(value, index, ""))
             continue
         if not isinstance(value, torch.Tensor):
             raise TypeError(
                 f"key {key!r} holds a {cls.__name__}; accepted: torch.Tensor values (plain "
                 "tensors, parameters, or wrapper subclasses that implement __tensor_flatten__)"
             )
+        pending: list[tuple[torch.Tensor, str]] = []
         if is_traceable_wrapper_subclass(value):
             if not allow_subclasses:
                 raise TypeError(
@@ -170,51 +211,21 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
                     "losslessly here. Accepted: plain tensors (save the subclass's inner tensors, "
                     "from __tensor_flatten__(), under names of your own)"
                 )
-            descriptor = _flatten_into(key, value, index, "", pending)
-            out.outer.append(descriptor)
+            outer.append(_flatten_into(key, value, "", pending))
+            out.flattened = True
         else:
-            out.outer.append(None)
-            pending.append((value, index, ""))
-
-    cdata_index: dict[int, int] = {}
-    st_cdata, st_ptr, st_nbytes, st_device = out.st_cdata, out.st_ptr, out.st_nbytes, out.st_device
-    leaf_tensors, owner, paths, storage = out.tensors, out.owner, out.paths, out.storage
-    for tensor, index, path in pending:
-        try:
-            st = tensor.untyped_storage()
-            cdata = st._cdata
-            sid = cdata_index.get(cdata)
-            if sid is None:
-                sid = len(st_cdata)
-                cdata_index[cdata] = sid
-                device = st.device
-                # A meta storage (meta tensors, and fake tensors, whose storage is meta on every
-                # supported torch) has no address; asking a fake one for it warns on 2.4-2.6.
-                st_ptr.append(0 if device.type == "meta" else st.data_ptr())
-                st_nbytes.append(st.nbytes())
-                st_device.append(device)
-                st_cdata.append(cdata)
-        except Exception as exc:
-            where = out.names[index] + (f"/{path}" if path else "")
-            raise TypeError(
-                f"key {where!r}: a {type(tensor).__name__} (layout {tensor.layout}, device "
-                f"{tensor.device}) exposes no storage and cannot be flattened through "
-                "__tensor_flatten__; accepted: strided tensors and traceable wrapper subclasses "
-                f"whose inner tensors are strided ({type(exc).__name__}: {exc})"
-            ) from exc
-        leaf_tensors.append(tensor)
-        owner.append(index)
-        paths.append(path)
-        storage.append(sid)
+            outer.append(None)
+            pending.append((value, ""))
+        for tensor, path in pending:
+            leaf_tensors.append(tensor)
+            owner.append(index)
+            paths.append(path)
+            storage.append(add_storage(tensor, index, path))
     return out
 
 
 def _flatten_into(
-    key: str,
-    value: torch.Tensor,
-    index: int,
-    path: str,
-    pending: list[tuple[torch.Tensor, int, str]],
+    key: str, value: torch.Tensor, path: str, pending: list[tuple[torch.Tensor, str]]
 ) -> tuple[Any, ...]:
     """Append ``value``'s inner plain tensors to ``pending``; return a hashable descriptor."""
     where = key + (f"/{path}" if path else "")
@@ -235,9 +246,9 @@ def _flatten_into(
                 f"which holds a {type(child).__name__}; accepted: inner tensors"
             )
         if type(child) not in _PLAIN_TYPES and is_traceable_wrapper_subclass(child):
-            inner.append((attr, _flatten_into(key, child, index, child_path, pending)))
+            inner.append((attr, _flatten_into(key, child, child_path, pending)))
         else:
-            pending.append((child, index, child_path))
+            pending.append((child, child_path))
             inner.append((attr,))
     cls = type(value)
     return (
@@ -304,14 +315,20 @@ def _storage_groups(leaves: _Leaves) -> list[list[int]]:
                     run_end = end
             else:
                 run_end, run_sid = end, sid
+    root: dict[int, int] = dict.fromkeys(leaves.repeated, -1)
+    if uf is not None:
+        for sid in range(n_st):
+            found = uf.find(sid)
+            if found != sid:
+                root[sid] = found
+                root.setdefault(found, -1)
+    if not root:
+        return []
     members: dict[int, list[int]] = {}
-    if uf is None:
-        for leaf, sid in enumerate(leaves.storage):
-            members.setdefault(sid, []).append(leaf)
-    else:
-        find = uf.find
-        for leaf, sid in enumerate(leaves.storage):
-            members.setdefault(find(sid), []).append(leaf)
+    for leaf, sid in enumerate(leaves.storage):
+        key = root.get(sid)
+        if key is not None:
+            members.setdefault(sid if key < 0 else key, []).append(leaf)
     return [group for group in members.values() if len(group) > 1]
 
 
@@ -324,19 +341,24 @@ class _Geom:
     __slots__ = ("bstrides", "dense", "dtype", "hi", "injective", "leaf", "lo", "sizes", "strides")
 
     def __init__(self, leaf: int, tensor: torch.Tensor, origin: int) -> None:
-        e = tensor.dtype.itemsize
+        dtype = tensor.dtype
+        e = dtype.itemsize
         sizes: tuple[int, ...] = tuple(tensor.shape)
         strides: tuple[int, ...] = tuple(tensor.stride())
         self.leaf = leaf
-        self.dtype = tensor.dtype
+        self.dtype = dtype
         self.sizes = sizes
         self.strides = strides
         self.lo: int = origin + int(tensor.storage_offset()) * e
         self.bstrides = tuple(s * e for s in strides)
+        if tensor.is_contiguous():  # the common case: dense, injective, extent = numel bytes
+            self.hi: int = self.lo + tensor.numel() * e
+            self.dense = self.injective = True
+            return
         span = 0
         for n, s in zip(sizes, strides, strict=True):
             span += (n - 1) * s
-        self.hi: int = self.lo + span * e + e
+        self.hi = self.lo + span * e + e
         # Dense (footprint == extent) iff the size>1 dims, by stride, tile memory with no gap.
         # Injective (no byte touched twice) is the weaker, sufficient check "each stride exceeds
         # the span of the smaller ones"; used only to decide whether copying is bounded.
@@ -405,6 +427,10 @@ def _exact_overlap(a: _Geom, b: _Geom) -> bool:
         return True
 
 
+def _by_extent(g: _Geom) -> tuple[int, int]:
+    return (g.lo, g.hi)
+
+
 def _overlap_components(geoms: list[_Geom], uf: _UnionFind) -> None:
     """Union (in ``uf``, over leaf indices) every pair of geometries that shares a byte.
 
@@ -413,6 +439,18 @@ def _overlap_components(geoms: list[_Geom], uf: _UnionFind) -> None:
     are merged through one running maximum, and only pairs with a non-dense member whose extents
     intersect go to the exact test.
     """
+    if all(g.dense for g in geoms):
+        # Dense footprints are their extents: components of intersecting intervals.
+        run_hi = -1
+        run_leaf = -1
+        for g in sorted(geoms, key=_by_extent):
+            if g.lo < run_hi:
+                uf.union(g.leaf, run_leaf)
+                if g.hi > run_hi:
+                    run_hi = g.hi
+            else:
+                run_hi, run_leaf = g.hi, g.leaf
+        return
     reps: dict[tuple[Any, ...], _Geom] = {}
     distinct: list[_Geom] = []
     for g in geoms:
@@ -425,7 +463,7 @@ def _overlap_components(geoms: list[_Geom], uf: _UnionFind) -> None:
             uf.union(first.leaf, g.leaf)
     if len(distinct) < 2:
         return
-    distinct.sort(key=lambda g: (g.lo, g.hi, g.dtype.itemsize, g.sizes, g.bstrides))
+    distinct.sort(key=_by_extent)
     find = uf.find
     run_hi = -1
     run_leaf = -1
@@ -474,6 +512,8 @@ def _geometries(leaves: _Leaves, group: list[int]) -> list[_Geom]:
 def _name_groups(leaves: _Leaves, uf: _UnionFind, leaf_ids: Iterable[int]) -> Groups:
     """Map leaf components to name groups (two names or more), in a canonical order."""
     owner, names = leaves.owner, leaves.names
+    if not leaves.flattened:  # one leaf per name, same index
+        return _collect_groups(names, uf, leaf_ids)
     name_uf = _UnionFind(len(names))
     first_owner: dict[int, int] = {}
     touched: list[int] = []
@@ -491,8 +531,14 @@ def _name_groups(leaves: _Leaves, uf: _UnionFind, leaf_ids: Iterable[int]) -> Gr
 
 def _collect_groups(names: list[str], uf: _UnionFind, touched: Iterable[int]) -> Groups:
     members: dict[int, set[str]] = {}
-    for i in set(touched):
-        members.setdefault(uf.find(i), set()).add(names[i])
+    find = uf.find
+    for i in touched:
+        root = find(i)
+        found = members.get(root)
+        if found is None:
+            members[root] = {names[i]}
+        else:
+            found.add(names[i])
     groups = [frozenset(m) for m in members.values() if len(m) > 1]
     groups.sort(key=min)  # groups are disjoint, so their smallest names are distinct
     return groups

@@ -1,0 +1,223 @@
+"""compat.sharing on transformer-shaped state dicts of 10k and 100k tensors, in one run.
+
+    python bench/bench_sharing.py
+
+Timing: ``find_overlapping_tensors`` against safetensors' ``_find_shared_tensors`` (inexact: it
+groups by storage pointer, then sweeps extents) on the same dict; best of several runs each, with
+garbage collected before every run. safetensors raises on a dict holding a transposed view (its
+``_end_ptr`` calls ``view(-1)``, bug B2), so the head-to-head uses the same layout without the
+transposed views; ``find_overlapping_tensors`` is also timed on the full layout.
+
+Memory: peak resident memory added while ``dedup_for_save`` runs on a 10k-tensor dict, measured
+as the kernel's peak-RSS watermark (``VmHWM``, reset through ``/proc/self/clear_refs`` just before
+the call) minus the resident size just before it, against the dict's bytes (the sum of its distinct
+storages). Python-heap allocations alone are measured separately with ``tracemalloc``, which
+does not see torch's own allocations and is too slow to run during the RSS measurement.
+
+Writes reports/bench/sharing.json. Targets (issue 5): time ratio <= 1.5, scaling 10k -> 100k
+<= 12x, peak memory <= 1.1x the dict's bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "reports" / "bench" / "sharing.json"
+sys.path.insert(0, str(ROOT))
+
+import compat  # noqa: E402
+
+TIME_RATIO_TARGET = 1.5
+SCALING_TARGET = 12.0
+MEMORY_RATIO_TARGET = 1.1
+
+
+def transformer_state_dict(n_tensors: int, hidden: int, *, transposed: bool) -> dict[str, Any]:
+    """``n_tensors`` names laid out like a decoder-only transformer's state dict.
+
+    Per layer: a fused ``qkv`` weight and bias, each with ``q``/``k``/``v`` slice views; an output
+    projection (plus, if ``transposed``, a cached transposed view of it); three MLP weights; two
+    norms. Around the layers: a token embedding tied to ``lm_head`` (one tensor, two names) and a
+    final norm. Tensors are allocated uninitialised (``torch.empty``): only layout matters here.
+    """
+    h = hidden
+    sd: dict[str, Any] = {}
+    embed = torch.empty(256, h)
+    sd["model.embed_tokens.weight"] = embed
+    sd["lm_head.weight"] = embed
+    sd["model.norm.weight"] = torch.empty(h)
+    layer = 0
+    while len(sd) < n_tensors:
+        p = f"model.layers.{layer}."
+        qkv_w = torch.empty(3 * h, h)
+        qkv_b = torch.empty(3 * h)
+        o = torch.empty(h, h)
+        entries: list[tuple[str, torch.Tensor]] = [
+            (p + "self_attn.qkv_proj.weight", qkv_w),
+            (p + "self_attn.q_proj.weight", qkv_w[:h]),
+            (p + "self_attn.k_proj.weight", qkv_w[h : 2 * h]),
+            (p + "self_attn.v_proj.weight", qkv_w[2 * h :]),
+            (p + "self_attn.qkv_proj.bias", qkv_b),
+            (p + "self_attn.q_proj.bias", qkv_b[:h]),
+            (p + "self_attn.k_proj.bias", qkv_b[h : 2 * h]),
+            (p + "self_attn.v_proj.bias", qkv_b[2 * h :]),
+            (p + "self_attn.o_proj.weight", o),
+        ]
+        if transposed:
+            entries.append((p + "self_attn.o_proj.weight_t", o.t()))
+        entries += [
+            (p + "mlp.gate_proj.weight", torch.empty(4 * h, h)),
+            (p + "mlp.up_proj.weight", torch.empty(4 * h, h)),
+            (p + "mlp.down_proj.weight", torch.empty(h, 4 * h)),
+            (p + "input_layernorm.weight", torch.empty(h)),
+            (p + "post_attention_layernorm.weight", torch.empty(h)),
+        ]
+        for name, tensor in entries:
+            if len(sd) == n_tensors:
+                break
+            sd[name] = tensor
+        layer += 1
+    return sd
+
+
+def state_dict_bytes(sd: dict[str, Any]) -> int:
+    storages: dict[int, int] = {}
+    for t in sd.values():
+        st = t.untyped_storage()
+        storages[st.data_ptr()] = st.nbytes()
+    return sum(storages.values())
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench_time(n: int, hidden: int, repeats: int) -> dict[str, Any]:
+    from safetensors.torch import _find_shared_tensors
+
+    full = transformer_state_dict(n, hidden, transposed=True)
+    plain = transformer_state_dict(n, hidden, transposed=False)
+    try:
+        _find_shared_tensors(full)
+        peer_on_full = "ran"
+    except RuntimeError as exc:  # B2: view(-1) of a transposed view
+        peer_on_full = f"raises RuntimeError: {str(exc).splitlines()[0][:120]}"
+    # Interleave the two functions' runs so that machine noise hits both alike.
+    ours = peer = float("inf")
+    for _ in range(repeats):
+        ours = min(ours, best_time(lambda: compat.find_overlapping_tensors(plain), 1))
+        peer = min(peer, best_time(lambda: _find_shared_tensors(plain), 1))
+    ours_full = best_time(lambda: compat.find_overlapping_tensors(full), repeats)
+    groups = compat.find_overlapping_tensors(full)
+    return {
+        "n_tensors": n,
+        "hidden": hidden,
+        "compat_find_overlapping_s": round(ours, 5),
+        "safetensors_find_shared_s": round(peer, 5),
+        "ratio": round(ours / peer, 3),
+        "compat_per_tensor_us": round(ours / n * 1e6, 3),
+        "safetensors_per_tensor_us": round(peer / n * 1e6, 3),
+        "full_layout_with_transposed_views": {
+            "compat_find_overlapping_s": round(ours_full, 5),
+            "compat_groups": len(groups),
+            "safetensors_find_shared": peer_on_full,
+        },
+    }
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def bench_memory(n: int, hidden: int) -> dict[str, Any]:
+    sd = transformer_state_dict(n, hidden, transposed=True)
+    for t in sd.values():
+        t.zero_()  # torch.empty pages are not resident until written: make the baseline hold them
+    sd_bytes = state_dict_bytes(sd)
+    gc.collect()
+    out: dict[str, Any] = {"n_tensors": n, "hidden": hidden, "state_dict_bytes": sd_bytes}
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        rss_before = _status_kb("VmRSS") * 1024
+        result = compat.dedup_for_save(sd)
+        extra = max(0, _status_kb("VmHWM") * 1024 - rss_before)
+        out["method"] = "peak RSS (VmHWM reset via /proc/self/clear_refs) minus RSS before the call"
+        out["extra_peak_rss_bytes"] = extra
+        out["ratio"] = round((sd_bytes + extra) / sd_bytes, 4)
+        out["bytes_in_to_save"] = sum(t.numel() * t.element_size() for t in result[0].values())
+        inputs = {t.untyped_storage()._cdata for t in sd.values()}
+        out["copied_bytes"] = sum(
+            t.numel() * t.element_size()
+            for t in result[0].values()
+            if t.untyped_storage()._cdata not in inputs
+        )
+        del result
+    except OSError as exc:
+        out["method"] = f"unavailable ({exc}); see tracemalloc below"
+    gc.collect()
+    tracemalloc.start()
+    result = compat.dedup_for_save(sd)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del result
+    out["tracemalloc_peak_python_heap_bytes"] = peak
+    out["tracemalloc_ratio_of_state_dict"] = round(peak / sd_bytes, 4)
+    return out
+
+
+def main() -> None:
+    report: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "safetensors": metadata.version("safetensors"),
+        "numpy": metadata.version("numpy"),
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+    }
+    small = bench_time(10_000, hidden=16, repeats=7)
+    large = bench_time(100_000, hidden=16, repeats=5)
+    scaling = large["compat_find_overlapping_s"] / small["compat_find_overlapping_s"]
+    memory = bench_memory(10_000, hidden=128)
+    report["timing"] = {"10k": small, "100k": large}
+    report["scaling_10k_to_100k"] = round(scaling, 3)
+    report["memory"] = memory
+    report["targets"] = {
+        "time_ratio_max": TIME_RATIO_TARGET,
+        "scaling_max": SCALING_TARGET,
+        "memory_ratio_max": MEMORY_RATIO_TARGET,
+    }
+    report["met"] = {
+        "time_ratio_10k": small["ratio"] <= TIME_RATIO_TARGET,
+        "time_ratio_100k": large["ratio"] <= TIME_RATIO_TARGET,
+        "scaling": scaling <= SCALING_TARGET,
+        "memory": memory.get("ratio", float("inf")) <= MEMORY_RATIO_TARGET,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
