@@ -106,6 +106,7 @@ class _Leaves:
     """Every plain tensor reachable from the mapping, keyed by storage, in parallel lists."""
 
     __slots__ = (
+        "devices",
         "flattened",
         "names",
         "outer",
@@ -123,6 +124,7 @@ class _Leaves:
     def __init__(self) -> None:
         self.flattened = False  # True once a subclass was flattened (leaves != names)
         self.repeated: set[int] = set()  # storages that hold more than one leaf
+        self.devices: set[torch.device] = set()  # of the storages
         self.names: list[str] = []  # mapping keys, in mapping order
         self.outer: list[tuple[Any, ...] | None] = []  # per name: subclass descriptor, or None
         self.tensors: list[torch.Tensor] = []  # per leaf
@@ -151,7 +153,7 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
     leaf_tensors, owner, paths, storage = out.tensors, out.owner, out.paths, out.storage
     st_cdata, st_ptr, st_nbytes, st_device = out.st_cdata, out.st_ptr, out.st_nbytes, out.st_device
     cdata_index: dict[int, int] = {}
-    repeated = out.repeated
+    repeated, devices = out.repeated, out.devices
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
 
     def add_storage(tensor: torch.Tensor, index: int, path: str) -> int:
@@ -177,6 +179,7 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
                 f"whose inner tensors are strided ({type(exc).__name__}: {exc})"
             ) from exc
         cdata_index[cdata] = sid
+        devices.add(device)
         st_device.append(device)
         st_cdata.append(cdata)
         return sid
@@ -285,22 +288,25 @@ class _UnionFind:
                 self.parent[ri] = rj
 
 
-def _storage_groups(leaves: _Leaves) -> list[list[int]]:
-    """Leaf indices per storage group, for groups holding two or more leaves.
+def _storage_roots(leaves: _Leaves) -> dict[int, int]:
+    """Storage index -> its group's root, for storages whose group can hold two or more leaves.
 
     A storage group is one ``StorageImpl``, merged with every other one on the same device whose
-    byte range ``[ptr, ptr + nbytes)`` intersects it (one buffer imported twice).
+    byte range ``[ptr, ptr + nbytes)`` intersects it (one buffer imported twice). Storages that
+    hold a single leaf and merge with nothing are left out: no group can form there.
     """
     n_st = len(leaves.st_cdata)
     uf: _UnionFind | None = None
-    st_ptr, st_nbytes = leaves.st_ptr, leaves.st_nbytes
-    by_device: dict[torch.device, list[int]] = {}
-    for sid in range(n_st):
-        if st_ptr[sid] and st_nbytes[sid]:
-            by_device.setdefault(leaves.st_device[sid], []).append(sid)
-    for sids in by_device.values():
-        if len(sids) < 2:
-            continue
+    st_ptr, st_nbytes, st_device = leaves.st_ptr, leaves.st_nbytes, leaves.st_device
+    with_data = [sid for sid, ptr in enumerate(st_ptr) if ptr]
+    if len(leaves.devices) == 1:
+        per_device = [with_data]
+    else:
+        by_device: dict[torch.device, list[int]] = {}
+        for sid in with_data:
+            by_device.setdefault(st_device[sid], []).append(sid)
+        per_device = list(by_device.values())
+    for sids in per_device:
         sids.sort(key=st_ptr.__getitem__)
         run_end = -1
         run_sid = -1
@@ -315,20 +321,33 @@ def _storage_groups(leaves: _Leaves) -> list[list[int]]:
                     run_end = end
             else:
                 run_end, run_sid = end, sid
-    root: dict[int, int] = dict.fromkeys(leaves.repeated, -1)
+    roots = {sid: sid for sid in leaves.repeated}
     if uf is not None:
+        find = uf.find
         for sid in range(n_st):
-            found = uf.find(sid)
+            found = find(sid)
             if found != sid:
-                root[sid] = found
-                root.setdefault(found, -1)
-    if not root:
+                roots[sid] = found
+                roots[found] = found
+        for sid in leaves.repeated:
+            roots[sid] = find(sid)
+    return roots
+
+
+def _storage_groups(leaves: _Leaves) -> list[list[int]]:
+    """Leaf indices per storage group (see :func:`_storage_roots`), two or more leaves each."""
+    roots = _storage_roots(leaves)
+    if not roots:
         return []
     members: dict[int, list[int]] = {}
     for leaf, sid in enumerate(leaves.storage):
-        key = root.get(sid)
-        if key is not None:
-            members.setdefault(sid if key < 0 else key, []).append(leaf)
+        root = roots.get(sid)
+        if root is not None:
+            found = members.get(root)
+            if found is None:
+                members[root] = [leaf]
+            else:
+                found.append(leaf)
     return [group for group in members.values() if len(group) > 1]
 
 
@@ -593,17 +612,85 @@ def find_overlapping_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
         TypeError: as :func:`find_shared_tensors`.
     """
     leaves = _collect(tensors)
+    roots = _storage_roots(leaves)
     uf = _UnionFind(len(leaves.tensors))
     used: list[int] = []
-    owner = leaves.owner
-    for group in _storage_groups(leaves):
-        first = owner[group[0]]
-        if all(owner[leaf] == first for leaf in group):
-            continue  # only one name's inner tensors live here: no group of two names can form
-        geoms = _geometries(leaves, group)
-        _overlap_components(geoms, uf)
-        used.extend(g.leaf for g in geoms)
+    if roots:
+        _contiguous_sweep(leaves, roots, uf, used)
     return _name_groups(leaves, uf, used)
+
+
+def _contiguous_sweep(
+    leaves: _Leaves, roots: dict[int, int], uf: _UnionFind, used: list[int]
+) -> None:
+    """Overlap components of every storage group in ``roots``, appending their leaves to ``used``.
+
+    Groups whose non-empty leaves are all contiguous (footprint = extent) are handled together in
+    one sort-and-sweep over virtual addresses, with no per-leaf objects: each group gets a
+    disjoint address range (real addresses per device for storages with data, which distinct
+    groups never share; a fresh range per data-less storage). Groups holding any other leaf go
+    through :func:`_overlap_components`.
+    """
+    tensors, st_ptr, st_nbytes, storage = (
+        leaves.tensors,
+        leaves.st_ptr,
+        leaves.st_nbytes,
+        leaves.storage,
+    )
+    device_rank = {device: i for i, device in enumerate(sorted(leaves.devices, key=str))}
+    space = 1 << 66  # above every real address; one such band per device
+    vbase: dict[int, int] = {}
+    spare = space // 2
+    for sid in roots:
+        band = device_rank[leaves.st_device[sid]] * space
+        if st_ptr[sid]:
+            vbase[sid] = band + st_ptr[sid]
+        else:  # data-less (meta / fake): a range of its own above real addresses
+            vbase[sid] = band + spare
+            spare += st_nbytes[sid] + 1
+    los: list[int] = []
+    his: list[int] = []
+    cand: list[int] = []
+    complex_roots: set[int] = set()
+    for leaf, sid in enumerate(storage):
+        base = vbase.get(sid)
+        if base is None:
+            continue
+        t = tensors[leaf]
+        n = t.numel()
+        if not n:
+            continue
+        if not t.is_contiguous():
+            complex_roots.add(roots[sid])
+            continue
+        e = t.dtype.itemsize
+        lo = base + int(t.storage_offset()) * e
+        los.append(lo)
+        his.append(lo + n * e)
+        cand.append(leaf)
+    run_hi = -1
+    run_leaf = -1
+    for i in sorted(range(len(cand)), key=los.__getitem__):
+        leaf = cand[i]
+        if complex_roots and roots[storage[leaf]] in complex_roots:
+            continue
+        used.append(leaf)
+        if los[i] < run_hi:
+            uf.union(leaf, run_leaf)
+            if his[i] > run_hi:
+                run_hi = his[i]
+        else:
+            run_hi, run_leaf = his[i], leaf
+    if complex_roots:
+        members: dict[int, list[int]] = {}
+        for leaf, sid in enumerate(storage):
+            root = roots.get(sid)
+            if root is not None and root in complex_roots:
+                members.setdefault(root, []).append(leaf)
+        for group in members.values():
+            geoms = _geometries(leaves, group)
+            _overlap_components(geoms, uf)
+            used.extend(g.leaf for g in geoms)
 
 
 def find_identical_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
