@@ -18,7 +18,11 @@ TorchAO release:
   possible, so optimizers, hooks and tied owners see the move; otherwise every owner of the object
   inside the module is updated;
 * ties are found by object identity, never by ``data_ptr()`` (0 for every wrapper subclass and every
-  meta tensor).
+  meta tensor);
+* classes are compared with ``type()`` / ``issubclass``, never ``isinstance(x, SomeParamSubclass)``:
+  before torch 2.6, ``_ParameterMeta.__instancecheck__`` answers True for *any* tensor flagged
+  ``_is_param`` against every ``nn.Parameter`` subclass (a TorchAO weight "is" a bitsandbytes
+  ``Params4bit``); 2.6 restricts that to ``nn.Parameter`` itself.
 """
 
 from __future__ import annotations

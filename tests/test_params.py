@@ -336,7 +336,7 @@ def test_cpu_to_meta(subject: Subject) -> None:
     cls, rg, marker = type(original), original.requires_grad, object()
     original.compat_test_marker = marker  # type: ignore[attr-defined]
     keys = list(s.module.state_dict().keys())
-    compat.set_module_tensor(s.module, s.name, torch.device("meta"))
+    compat.set_module_tensor(s.module, s.name, torch.device("meta"), non_blocking=True)
     check_moved(s, original, cls, rg, "meta", marker)
     assert list(s.module.state_dict().keys()) == keys
     assert compat.is_meta_module(s.module)
