@@ -80,8 +80,13 @@ def load_cells(reports: Path) -> list[dict[str, Any]]:
     return cells
 
 
+def version_key(label: str) -> tuple[int, Version]:
+    """Numeric order of axis labels, with ``latest`` last."""
+    return (1, Version("0")) if label == "latest" else (0, Version(label))
+
+
 def _sorted_versions(values: Iterable[str]) -> list[str]:
-    return sorted(set(values), key=Version)
+    return sorted(set(values), key=version_key)
 
 
 def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,8 +115,8 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
     for table in controls.values():
         table["cells"].sort(
             key=lambda cid: (
-                Version(cells_by_id[cid]["torch"]),
-                Version(cells_by_id[cid]["torchao"]),
+                version_key(cells_by_id[cid]["torch"]),
+                version_key(cells_by_id[cid]["torchao"]),
             )
         )
     tests: Counter[str] = Counter()

@@ -45,9 +45,13 @@ def uv_bin() -> str:
 
 
 def group_name(cell: Cell) -> str:
-    """Session name of the venv-sharing group: tests-torch2.5-cpu (py prefix if several)."""
+    """Session name of the venv-sharing group: tests-torch2.5-cpu (py prefix if several).
+
+    A core torch's cells with an extended-tier TorchAO form their own group
+    (tests-torch2.6-extended-cpu), so that the core group never runs extended cells."""
     py = f"py{cell.python}-" if cell.multi_python else ""
-    return f"tests-{py}torch{cell.torch.label}-{cell.backend.name}"
+    ext = "-extended" if cell.tier != cell.torch.tier else ""
+    return f"tests-{py}torch{cell.torch.label}{ext}-{cell.backend.name}"
 
 
 def cell_name(cell: Cell) -> str:

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "matrix.toml"
 TIERS = ("core", "extended")
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+LATEST = "latest"  # a version label and pin resolved to the newest release at install time
 _PYTHON = re.compile(r"^3\.(0|[1-9][0-9]*)$")
 _BACKEND = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -47,6 +48,14 @@ class Version_:
     pin: str  # "2.5.1": the exact release installed
     extra: tuple[str, ...] = ()  # extra requirements installed with this version
     tier: str = "core"
+    pairs: tuple[str, ...] = ()  # TorchAO only: the torch labels it is paired with
+
+    def requirement(self, dist: str) -> str:
+        return dist if self.pin == LATEST else f"{dist}=={self.pin}"
+
+    def sort_key(self) -> tuple[int, Version]:
+        """Numeric order, with ``latest`` after every release."""
+        return (1, Version("0")) if self.label == LATEST else (0, Version(self.label))
 
 
 @dataclass(frozen=True)
@@ -125,8 +134,8 @@ class Cell:
     def requirements(self) -> list[str]:
         """The pins installed into the cell, torch first."""
         return [
-            f"torch=={self.torch.pin}",
-            f"torchao=={self.torchao.pin}",
+            self.torch.requirement("torch"),
+            self.torchao.requirement("torchao"),
             *self.torch.extra,
             *self.torchao.extra,
         ]
@@ -163,6 +172,8 @@ class Matrix:
             for b in self.backends.values():
                 for t in self.torch:
                     for a in self.torchao:
+                        if not paired(t, a):
+                            continue
                         cell = Cell(py, t, a, b, self.cell_timeout_s, multi)
                         if cell.tier not in wanted or self.excluded(cell) is not None:
                             continue
@@ -198,6 +209,12 @@ class Matrix:
         if cell is None:  # load() already checked the values; only an exclusion can get here
             raise MatrixSpecError(self.path, "run.default_cell", "is excluded", self.default_cell)
         return cell
+
+
+def paired(torch: Version_, torchao: Version_) -> bool:
+    """Whether a torch and a TorchAO version make a cell: a TorchAO entry's ``torch`` list when
+    it has one (TorchAO's own compatibility table), else every torch of the same tier."""
+    return torch.label in torchao.pairs if torchao.pairs else torch.tier == torchao.tier
 
 
 # --- loading ------------------------------------------------------------------------------
@@ -263,14 +280,26 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
     seen: dict[str, int] = {}
     out = []
     for i, entry in enumerate(entries):
-        r = _Reader(path, f"{axis}[{i}]", entry, ("version", "pin", "extra", "tier"))
+        keys = ("version", "pin", "extra", "tier") + (("torch",) if axis == "torchao" else ())
+        r = _Reader(path, f"{axis}[{i}]", entry, keys)
         label = r.get("version", str)
-        if not _LABEL.match(label):
-            raise r.fail("version", "must be MAJOR.MINOR, e.g. '2.5'", label)
+        if not _LABEL.match(label) and label != LATEST:
+            raise r.fail("version", f"must be MAJOR.MINOR, e.g. '2.5', or {LATEST!r}", label)
         if label in seen:
             raise r.fail("version", f"duplicate of {axis}[{seen[label]}].version", label)
         seen[label] = i
         pin = r.get("pin", str)
+        tier = r.get("tier", str, "core")
+        if tier not in TIERS:
+            raise r.fail("tier", f"must be one of {list(TIERS)}", tier)
+        pairs = r.strings("torch", [])
+        if (label == LATEST) != (pin == LATEST):
+            raise r.fail("pin", f"{LATEST!r} goes with version {LATEST!r} only", pin)
+        if label == LATEST:
+            if tier != "extended":
+                raise r.fail("tier", f"a {LATEST!r} entry must be in the extended tier", tier)
+            out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs))
+            continue
         try:
             parsed = Version(pin)
         except InvalidVersion:
@@ -279,10 +308,7 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
             raise r.fail("pin", "must be an exact release MAJOR.MINOR.PATCH", pin)
         if f"{parsed.major}.{parsed.minor}" != label:
             raise r.fail("pin", f"does not belong to version {label!r}", pin)
-        tier = r.get("tier", str, "core")
-        if tier not in TIERS:
-            raise r.fail("tier", f"must be one of {list(TIERS)}", tier)
-        out.append(Version_(label, pin, _requirements(r, "extra"), tier))
+        out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs))
     return tuple(out)
 
 
@@ -377,6 +403,21 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
     backends = _backends(path, doc)
+    labels = [t.label for t in torch]
+    for i, a in enumerate(torchao):
+        for j, label in enumerate(a.pairs):
+            if label not in labels:
+                raise MatrixSpecError(
+                    path, f"torchao[{i}].torch[{j}]", f"unknown torch value; known: {labels}", label
+                )
+    for i, t in enumerate(torch):
+        if not any(paired(t, a) for a in torchao):
+            raise MatrixSpecError(
+                path,
+                f"torch[{i}]",
+                "is paired with no TorchAO version (see torchao[].torch)",
+                t.label,
+            )
     axes = {
         "torch": [v.label for v in torch],
         "torchao": [v.label for v in torchao],

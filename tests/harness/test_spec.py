@@ -238,3 +238,55 @@ def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
         spec.load(write(tmp_path, BASE + "\n[run\n"))
     with pytest.raises(MatrixSpecError, match="cannot be read"):
         spec.load(tmp_path / "absent.toml")
+
+
+EXTENDED = """
+[[torch]]
+version = "2.7"
+pin = "2.7.1"
+tier = "extended"
+
+[[torch]]
+version = "latest"
+pin = "latest"
+tier = "extended"
+
+[[torchao]]
+version = "0.12"
+pin = "0.12.0"
+tier = "extended"
+torch = ["2.6", "2.7"]
+
+[[torchao]]
+version = "latest"
+pin = "latest"
+tier = "extended"
+torch = ["latest"]
+"""
+
+
+def test_extended_tier_pairs_as_declared_and_latest_is_unpinned(tmp_path: Path) -> None:
+    m = spec.load(write(tmp_path, BASE + EXTENDED))
+    assert [c.id for c in m.cells(backend="cpu")] == ["torch2.5-ao0.8-cpu", "torch2.6-ao0.8-cpu"]
+    extended = [c.id for c in m.cells(tiers=["extended"], backend="cpu")]
+    assert extended == ["torch2.6-ao0.12-cpu", "torch2.7-ao0.12-cpu", "torchlatest-aolatest-cpu"]
+    latest = m.cells(tiers=["extended"], torch="latest")[0]
+    assert latest.requirements()[:2] == ["torch", "torchao"]
+    assert latest.tier == "extended"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "value"),
+    [
+        (EXTENDED.replace('torch = ["2.6", "2.7"]', 'torch = ["2.6", "9.9"]'), "torchao[1].torch[1]", "'9.9'"),
+        (EXTENDED.replace('torch = ["2.6", "2.7"]', 'torch = ["2.6"]'), "torch[2]", "'2.7'"),
+        (EXTENDED.replace('pin = "latest"\ntier = "extended"\n\n[[torchao]]', 'pin = "latest"\n\n[[torchao]]', 1), "torch[3].tier", "'core'"),
+        (EXTENDED.replace('version = "latest"\npin = "latest"', 'version = "latest"\npin = "2.15.0"', 1), "torch[3].pin", "'2.15.0'"),
+    ],
+    ids=["pair names unknown torch", "torch without a pair", "latest outside extended", "latest with a pin"],
+)
+def test_pairing_faults(tmp_path: Path, extra: str, field: str, value: str) -> None:
+    with pytest.raises(MatrixSpecError) as info:
+        spec.load(write(tmp_path, BASE + extra))
+    assert info.value.field == field, str(info.value)
+    assert value in str(info.value)
