@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -227,6 +228,18 @@ def tests(session: nox.Session) -> None:
     )
     if not results[0].ok:
         session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
+
+
+@nox.session(name="clean-envs", venv_backend="none", default=False)
+def clean_envs(session: nox.Session) -> None:
+    """Drop the matrix venvs under .nox (they are rebuilt from uv's cache in seconds).
+    `-- --cache` also prunes uv's cache of entries no venv uses."""
+    envdir = ROOT / ".nox"
+    for venv in sorted(envdir.glob("tests-*")):
+        session.log(f"removing {venv}")
+        shutil.rmtree(venv)
+    if "--cache" in session.posargs:
+        session.run(runner.uv_bin(), "cache", "prune", external=True)
 
 
 @nox.session(python=MATRIX.python[0])
