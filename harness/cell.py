@@ -62,6 +62,8 @@ class CellResult:
     candidates: list[str] = field(default_factory=list)  # upstream candidates installed last
     controls: dict[str, str] = field(default_factory=dict)  # negative control -> its outcome
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
+    # upstream-bug trackers: nodeid -> {"outcome", "reason"}; xfailed: the bug is still there
+    trackers: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -214,6 +216,7 @@ class TestLog:
     reruns: dict[str, int] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
     finished: bool = False  # pytest reached SessionFinish
+    trackers: dict[str, str] = field(default_factory=dict)  # upstream-bug tracker -> its reason
 
 
 def read_reportlog(path: Path) -> TestLog:
@@ -238,6 +241,9 @@ def read_reportlog(path: Path) -> TestLog:
                 final[nodeid or "<collection>"] = "error"
                 messages[nodeid or "<collection>"] = _message(rec.get("longrepr"))
             continue
+        if "tracker" in (rec.get("keywords") or {}) and when == "call":
+            reason = rec.get("wasxfail") or _message(rec.get("longrepr"))
+            log.trackers[nodeid] = str(reason).removeprefix("[XPASS(strict)] ")
         if outcome == "rerun":  # pytest-rerunfailures: this attempt failed, another follows
             log.reruns[nodeid] = log.reruns.get(nodeid, 0) + 1
             continue
@@ -431,6 +437,7 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
         )
     )
     env["COMPAT_MATRIX_CELL"] = str(spec_file)
+    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
     facts_file = outdir / "probe.json"
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     ran = run_logged(
@@ -466,6 +473,10 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     counts, failures = summarize(test_log)
     result.counts, result.failures = counts, failures
     result.controls = control_outcomes(test_log)
+    result.trackers = {
+        nodeid: {"outcome": test_log.outcomes.get(nodeid, "absent"), "reason": reason}
+        for nodeid, reason in sorted(test_log.trackers.items())
+    }
     if ran.timed_out:
         return finish("timeout", f"tests ran past the cell's {cell.timeout_s} s", ran.output)
     rc = ran.returncode

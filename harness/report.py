@@ -22,6 +22,8 @@ import jinja2
 from junitparser import Error, Failure, JUnitXml, TestCase
 from packaging.version import Version
 
+from harness import drift
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a larger $GITHUB_STEP_SUMMARY
 BAD_STATUSES = ("failed", "error", "install-error", "crashed", "timeout")
@@ -128,6 +130,9 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
         "cells": {cell["id"]: cell for cell in cells},
         "grids": dict(sorted(grids.items(), key=lambda kv: (kv[0] != "cpu", kv[0]))),
         "controls": controls,
+        "drift": {},  # filled by with_drift() from the cells' drift.json files
+        "trackers": [],
+        "probes": {},
         "totals": {
             "cells": len(cells),
             "by_status": dict(sorted(statuses.items())),
@@ -171,9 +176,21 @@ def render_html(data: dict[str, Any]) -> str:
     return _env().get_template("matrix.html.j2").render(**data)
 
 
+def with_drift(data: dict[str, Any], reports: Path) -> dict[str, Any]:
+    """Add the drift tables (per backend) and the upstream-bug trackers to the report data."""
+    probes = drift.load(reports, data["cells"].values())
+    tables = {b: drift.table(probes, data["cells"], b, version_key) for b in data["grids"]}
+    data["drift"] = {backend: t for backend, t in tables.items() if t}
+    data["trackers"] = drift.trackers(data["cells"])
+    data["probes"] = probes
+    return data
+
+
 def write(reports: Path) -> dict[str, Any]:
-    data = build(load_cells(reports))
+    data = with_drift(build(load_cells(reports)), reports)
     reports.mkdir(parents=True, exist_ok=True)
+    drift_doc = {k: data[k] for k in ("probes", "drift", "trackers", "generated")}
+    (reports / "drift.json").write_text(json.dumps(drift_doc, indent=2, sort_keys=True) + "\n")
     (reports / "matrix.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     (reports / "matrix.md").write_text(render_markdown(data))
     (reports / "matrix.html").write_text(render_html(data))

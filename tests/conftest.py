@@ -107,6 +107,43 @@ def _junit_suite_properties(record_testsuite_property: Any) -> None:
         record_testsuite_property(f"installed.{dist}", _version(dist) or "absent")
 
 
+# --- drift: what torch, TorchAO and the peers do in this cell ------------------------------
+
+_DRIFT: dict[str, dict[str, Any]] = {}
+
+
+class Drift:
+    """Records one observation per probe; the harness merges them into reports/drift.json."""
+
+    def __call__(self, probe: str, value: Any, *, axis: str = "torch", about: str = "") -> Any:
+        """Record ``value`` (made JSON-safe) for ``probe``. ``axis`` says which version the
+        value depends on (torch, torchao or peer: a column of the "what changed" table)."""
+        if axis not in ("torch", "torchao", "peer"):
+            raise ValueError(f"axis must be torch, torchao or peer, not {axis!r}")
+        safe = value if isinstance(value, str | int | float | bool | type(None)) else repr(value)
+        _DRIFT[probe] = {"value": safe, "axis": axis, "about": about}
+        return value
+
+
+@pytest.fixture(scope="session")
+def drift() -> Drift:
+    return Drift()
+
+
+def observe(fn: Any) -> str:
+    """What calling ``fn`` does, as text: its result's repr, or the exception type it raises."""
+    try:
+        return repr(fn())
+    except Exception as exc:
+        return f"raises {type(exc).__name__}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = os.environ.get("COMPAT_MATRIX_DRIFT")
+    if path and _DRIFT:
+        Path(path).write_text(json.dumps(_DRIFT, indent=1, sort_keys=True) + "\n")
+
+
 def _backends() -> list[str]:
     import compat
 

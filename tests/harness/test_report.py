@@ -176,3 +176,56 @@ def test_negative_controls_are_a_separate_row(tmp_path: Path) -> None:
         'data-control="params_quantized_weight_moves_intact" data-cell="torch2.3-ao0.6-cpu-control" data-outcome="passed"'
         in html
     )
+
+
+def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path) -> None:
+    r = tmp_path / "reports"
+    seen = {
+        ("2.4", "0.6"): ("device('cuda', index=0)", ["layout_tensor"]),
+        ("2.5", "0.6"): ("raises RuntimeError", ["layout_tensor"]),
+        ("2.5", "0.7"): ("raises RuntimeError", ["tensor_impl"]),
+        ("2.10", "0.7"): ("device('cuda', index=0)", ["tensor_impl"]),
+    }
+    for (t, ao), (dev, fields) in seen.items():
+        cid = make_cell(r, t, ao, "cpu", "passed")
+        probes = {
+            "torch.device(0)": {"value": dev, "axis": "torch", "about": ""},
+            "AQT fields": {"value": repr(fields), "axis": "torchao", "about": ""},
+        }
+        (r / "cells" / cid / "drift.json").write_text(json.dumps(probes))
+    tracker = {
+        "tests/test_upstream.py::test_b1": {
+            "outcome": "xfailed",
+            "reason": "B1 https://example.invalid/1",
+        }
+    }
+    make_cell(r, "2.3", "0.6", "cpu", "passed", trackers=tracker)
+    fixed = {
+        "tests/test_upstream.py::test_b1": {
+            "outcome": "failed",
+            "reason": "B1 https://example.invalid/1",
+        }
+    }
+    make_cell(r, "2.3", "0.7", "cpu", "failed", trackers=fixed)
+    data = report.write(r)
+    by_torch = data["drift"]["cpu"]["torch"]
+    assert by_torch["columns"] == ["2.3", "2.4", "2.5", "2.10"]
+    (row,) = by_torch["rows"]
+    assert row["values"] == [
+        None,
+        "device('cuda', index=0)",
+        "raises RuntimeError",
+        "device('cuda', index=0)",
+    ]
+    assert row["changed"] == [False, False, True, True]
+    by_ao = data["drift"]["cpu"]["torchao"]
+    assert by_ao["rows"][0]["changed"] == [False, True]  # the layout_tensor -> tensor_impl rename
+    (t,) = data["trackers"]
+    assert t["fixed_in"] == ["torch2.3-ao0.7-cpu"]
+    assert (
+        json.loads((r / "drift.json").read_text())["trackers"][0]["test"]
+        == "tests/test_upstream.py::test_b1"
+    )
+    html = (r / "matrix.html").read_text()
+    assert 'class="changed" data-probe="torch.device(0)" data-version="2.5"' in html
+    assert "FIXED in torch2.3-ao0.7-cpu" in (r / "matrix.md").read_text()

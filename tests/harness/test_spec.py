@@ -278,12 +278,35 @@ def test_extended_tier_pairs_as_declared_and_latest_is_unpinned(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("extra", "field", "value"),
     [
-        (EXTENDED.replace('torch = ["2.6", "2.7"]', 'torch = ["2.6", "9.9"]'), "torchao[1].torch[1]", "'9.9'"),
+        (
+            EXTENDED.replace('torch = ["2.6", "2.7"]', 'torch = ["2.6", "9.9"]'),
+            "torchao[1].torch[1]",
+            "'9.9'",
+        ),
         (EXTENDED.replace('torch = ["2.6", "2.7"]', 'torch = ["2.6"]'), "torch[2]", "'2.7'"),
-        (EXTENDED.replace('pin = "latest"\ntier = "extended"\n\n[[torchao]]', 'pin = "latest"\n\n[[torchao]]', 1), "torch[3].tier", "'core'"),
-        (EXTENDED.replace('version = "latest"\npin = "latest"', 'version = "latest"\npin = "2.15.0"', 1), "torch[3].pin", "'2.15.0'"),
+        (
+            EXTENDED.replace(
+                'pin = "latest"\ntier = "extended"\n\n[[torchao]]',
+                'pin = "latest"\n\n[[torchao]]',
+                1,
+            ),
+            "torch[3].tier",
+            "'core'",
+        ),
+        (
+            EXTENDED.replace(
+                'version = "latest"\npin = "latest"', 'version = "latest"\npin = "2.15.0"', 1
+            ),
+            "torch[3].pin",
+            "'2.15.0'",
+        ),
     ],
-    ids=["pair names unknown torch", "torch without a pair", "latest outside extended", "latest with a pin"],
+    ids=[
+        "pair names unknown torch",
+        "torch without a pair",
+        "latest outside extended",
+        "latest with a pin",
+    ],
 )
 def test_pairing_faults(tmp_path: Path, extra: str, field: str, value: str) -> None:
     with pytest.raises(MatrixSpecError) as info:
