@@ -29,9 +29,12 @@ Tensor subclasses without storage of their own (TorchAO quantized tensors, DTens
 ``__tensor_flatten__`` into their inner tensors, recursively; a name belongs to a group when any of
 its inner tensors does.
 
-Cost: O(n) to key every tensor by storage, O(s log s) to merge storages by address, then per storage
-holding two or more tensors an O(k log k) sweep plus one exact test per extent-intersecting pair
-with a non-dense member (microseconds each). NumPy is imported only when such a pair exists.
+Cost: O(n) to key every tensor by storage and O(s log s) to merge storages by address; tensors
+that have their storage to themselves cost nothing more. The k tensors in shared storages go
+through one O(k log k) sort-and-sweep (contiguous ones need nothing else), plus one exact test per
+extent-intersecting pair with a non-dense member (microseconds each). NumPy is imported only when
+such a pair exists; safetensors only by :func:`save_file` / :func:`load_file`. Measured against
+safetensors' own ``_find_shared_tensors`` in ``bench/bench_sharing.py``.
 """
 
 from __future__ import annotations
@@ -113,8 +116,10 @@ class _Leaves:
         "owner",
         "paths",
         "repeated",
+        "repeated_leaves",
         "st_cdata",
         "st_device",
+        "st_first",
         "st_nbytes",
         "st_ptr",
         "storage",
@@ -125,6 +130,8 @@ class _Leaves:
         self.flattened = False  # True once a subclass was flattened (leaves != names)
         self.repeated: set[int] = set()  # storages that hold more than one leaf
         self.devices: set[torch.device] = set()  # of the storages
+        self.repeated_leaves: list[int] = []  # leaves whose storage an earlier leaf also uses
+        self.st_first: list[int] = []  # per storage: its first leaf
         self.names: list[str] = []  # mapping keys, in mapping order
         self.outer: list[tuple[Any, ...] | None] = []  # per name: subclass descriptor, or None
         self.tensors: list[torch.Tensor] = []  # per leaf
@@ -154,6 +161,7 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
     st_cdata, st_ptr, st_nbytes, st_device = out.st_cdata, out.st_ptr, out.st_nbytes, out.st_device
     cdata_index: dict[int, int] = {}
     repeated, devices = out.repeated, out.devices
+    repeated_leaves, st_first = out.repeated_leaves, out.st_first
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
 
     def add_storage(tensor: torch.Tensor, index: int, path: str) -> int:
@@ -163,6 +171,7 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
             sid = cdata_index.get(cdata)
             if sid is not None:
                 repeated.add(sid)
+                repeated_leaves.append(len(storage))  # the index this leaf is about to get
                 return sid
             sid = len(st_cdata)
             device = st.device
@@ -179,6 +188,7 @@ def _collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tr
                 f"whose inner tensors are strided ({type(exc).__name__}: {exc})"
             ) from exc
         cdata_index[cdata] = sid
+        st_first.append(len(storage))
         devices.add(device)
         st_device.append(device)
         st_cdata.append(cdata)
@@ -334,13 +344,24 @@ def _storage_roots(leaves: _Leaves) -> dict[int, int]:
     return roots
 
 
+def _candidates(leaves: _Leaves, roots: dict[int, int]) -> list[int]:
+    """Every leaf on a storage in ``roots``, in mapping order, without scanning the others."""
+    st_first = leaves.st_first
+    out = [st_first[sid] for sid in roots]
+    out += leaves.repeated_leaves
+    out.sort()
+    return out
+
+
 def _storage_groups(leaves: _Leaves) -> list[list[int]]:
     """Leaf indices per storage group (see :func:`_storage_roots`), two or more leaves each."""
     roots = _storage_roots(leaves)
     if not roots:
         return []
     members: dict[int, list[int]] = {}
-    for leaf, sid in enumerate(leaves.storage):
+    storage = leaves.storage
+    for leaf in _candidates(leaves, roots):
+        sid = storage[leaf]
         root = roots.get(sid)
         if root is not None:
             found = members.get(root)
@@ -429,6 +450,13 @@ class _AddressOnly:
 
 def _exact_overlap(a: _Geom, b: _Geom) -> bool:
     """Whether two footprints share a byte; True when NumPy's solver gives up (never a "no")."""
+    # Every non-empty footprint holds its first and its last byte, and a dense one every byte of
+    # its extent: enough to prove the common overlaps (a transpose, a view inside its parent).
+    if a.lo == b.lo or a.hi == b.hi:
+        return True
+    for x, y in ((a, b), (b, a)):
+        if x.dense and (x.lo <= y.lo < x.hi or x.lo < y.hi <= x.hi):
+            return True
     import numpy as np
 
     key_a = (a.lo, a.sizes, a.bstrides, a.dtype.itemsize)
@@ -613,23 +641,34 @@ def find_overlapping_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
     """
     leaves = _collect(tensors)
     roots = _storage_roots(leaves)
+    if not roots:
+        return []
     uf = _UnionFind(len(leaves.tensors))
     used: list[int] = []
-    if roots:
-        _contiguous_sweep(leaves, roots, uf, used)
-    return _name_groups(leaves, uf, used)
+    runs = _contiguous_sweep(leaves, roots, uf, used)
+    if leaves.flattened:
+        for run in runs:
+            for leaf in run[1:]:
+                uf.union(run[0], leaf)
+            used.extend(run)
+        return _name_groups(leaves, uf, used)
+    names = leaves.names  # one leaf per name: a run of leaves is a group of names
+    groups = [frozenset(map(names.__getitem__, run)) for run in runs if len(run) > 1]
+    groups += _collect_groups(names, uf, used)
+    groups.sort(key=min)
+    return groups
 
 
 def _contiguous_sweep(
     leaves: _Leaves, roots: dict[int, int], uf: _UnionFind, used: list[int]
-) -> None:
-    """Overlap components of every storage group in ``roots``, appending their leaves to ``used``.
+) -> list[list[int]]:
+    """Overlap components of every storage group in ``roots``.
 
     Groups whose non-empty leaves are all contiguous (footprint = extent) are handled together in
-    one sort-and-sweep over virtual addresses, with no per-leaf objects: each group gets a
-    disjoint address range (real addresses per device for storages with data, which distinct
-    groups never share; a fresh range per data-less storage). Groups holding any other leaf go
-    through :func:`_overlap_components`.
+    one sort-and-sweep over virtual addresses: each group gets a disjoint address range (real
+    addresses per device for storages with data, which distinct groups never share; a fresh range
+    per data-less storage); their components are returned as runs of leaves. Groups holding any
+    other leaf go through :func:`_overlap_components`, into ``uf``, their leaves into ``used``.
     """
     tensors, st_ptr, st_nbytes, storage = (
         leaves.tensors,
@@ -652,10 +691,10 @@ def _contiguous_sweep(
     his: list[int] = []
     cand: list[int] = []
     complex_roots: set[int] = set()
-    for leaf, sid in enumerate(storage):
-        base = vbase.get(sid)
-        if base is None:
-            continue
+    candidates = _candidates(leaves, roots)
+    for leaf in candidates:
+        sid = storage[leaf]
+        base = vbase[sid]
         t = tensors[leaf]
         n = t.numel()
         if not n:
@@ -668,29 +707,32 @@ def _contiguous_sweep(
         los.append(lo)
         his.append(lo + n * e)
         cand.append(leaf)
+    runs: list[list[int]] = []
+    run: list[int] = []
     run_hi = -1
-    run_leaf = -1
     for i in sorted(range(len(cand)), key=los.__getitem__):
         leaf = cand[i]
         if complex_roots and roots[storage[leaf]] in complex_roots:
             continue
-        used.append(leaf)
         if los[i] < run_hi:
-            uf.union(leaf, run_leaf)
+            run.append(leaf)
             if his[i] > run_hi:
                 run_hi = his[i]
         else:
-            run_hi, run_leaf = his[i], leaf
+            run = [leaf]
+            runs.append(run)
+            run_hi = his[i]
     if complex_roots:
         members: dict[int, list[int]] = {}
-        for leaf, sid in enumerate(storage):
-            root = roots.get(sid)
-            if root is not None and root in complex_roots:
+        for leaf in candidates:
+            root = roots[storage[leaf]]
+            if root in complex_roots:
                 members.setdefault(root, []).append(leaf)
         for group in members.values():
             geoms = _geometries(leaves, group)
             _overlap_components(geoms, uf)
             used.extend(g.leaf for g in geoms)
+    return runs
 
 
 def find_identical_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
@@ -748,7 +790,7 @@ def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:
     if t.is_contiguous():
         return t
     raw = _RAW.get(t.dtype.itemsize)
-    if raw is None:  # 16-byte dtypes: copied as themselves (complex128 copies bit-exactly)
+    if raw is None:  # 16-byte dtypes (complex128): never saved directly, so never copied here
         return t.contiguous()
     return t.view(raw).contiguous().view(t.dtype)
 
@@ -766,13 +808,12 @@ def _dtype_name(dtype: torch.dtype) -> str:
 class _Region:
     """Overlap components saved together as views of one base covering bytes [lo, hi)."""
 
-    __slots__ = ("geoms", "hi", "lo", "needs_base")
+    __slots__ = ("geoms", "hi", "lo")
 
-    def __init__(self, geoms: list[_Geom], needs_base: bool) -> None:
+    def __init__(self, geoms: list[_Geom]) -> None:
         self.geoms = geoms
         self.lo = min(g.lo for g in geoms)
         self.hi = max(g.hi for g in geoms)
-        self.needs_base = needs_base
 
 
 def dedup_for_save(
@@ -871,7 +912,7 @@ def dedup_for_save(
             if g.injective and g.dtype in _SAVABLE:
                 singles.append(g)
             else:
-                regions.append(_Region([g], needs_base=True))
+                regions.append(_Region([g]))
 
     # Components saved as one tensor: a single identical class, copied only if not contiguous.
     by_component: dict[int, list[_Geom]] = {}
@@ -982,7 +1023,7 @@ def _plan_regions(geoms: list[_Geom], uf: _UnionFind, singles: list[_Geom]) -> l
 
     def close() -> None:
         if any(not simple for _, _, simple, _ in run):
-            regions.append(_Region([g for *_, members in run for g in members], True))
+            regions.append(_Region([g for *_, members in run for g in members]))
         else:
             for *_, members in run:
                 singles.extend(members)
