@@ -3,7 +3,8 @@
     python bench/bench_sharing.py
 
 Timing: ``find_overlapping_tensors`` against safetensors' ``_find_shared_tensors`` (inexact: it
-groups by storage pointer, then sweeps extents) on the same dict; best of several runs each, with
+groups by storage pointer, then sweeps extents) on the same dict; best of 7 rounds, each round
+timing every function on both sizes in turn (so load from other processes hits all alike), with
 garbage collected before every run. safetensors raises on a dict holding a transposed view (its
 ``_end_ptr`` calls ``view(-1)``, bug B2), so the head-to-head uses the same layout without the
 transposed views; ``find_overlapping_tensors`` is also timed on the full layout.
@@ -20,6 +21,7 @@ Writes reports/bench/sharing.json. Targets (issue 5): time ratio <= 1.5, scaling
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import platform
@@ -111,37 +113,50 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def bench_time(n: int, hidden: int, repeats: int) -> dict[str, Any]:
+def bench_time(sizes: tuple[int, ...], hidden: int, rounds: int) -> dict[str, Any]:
+    """Best-of-``rounds`` times; every round times every function on every size, interleaved,
+    so that load from other processes hits all measurements alike."""
     from safetensors.torch import _find_shared_tensors
 
-    full = transformer_state_dict(n, hidden, transposed=True)
-    plain = transformer_state_dict(n, hidden, transposed=False)
-    try:
-        _find_shared_tensors(full)
-        peer_on_full = "ran"
-    except RuntimeError as exc:  # B2: view(-1) of a transposed view
-        peer_on_full = f"raises RuntimeError: {str(exc).splitlines()[0][:120]}"
-    # Interleave the two functions' runs so that machine noise hits both alike.
-    ours = peer = float("inf")
-    for _ in range(repeats):
-        ours = min(ours, best_time(lambda: compat.find_overlapping_tensors(plain), 1))
-        peer = min(peer, best_time(lambda: _find_shared_tensors(plain), 1))
-    ours_full = best_time(lambda: compat.find_overlapping_tensors(full), repeats)
-    groups = compat.find_overlapping_tensors(full)
-    return {
-        "n_tensors": n,
-        "hidden": hidden,
-        "compat_find_overlapping_s": round(ours, 5),
-        "safetensors_find_shared_s": round(peer, 5),
-        "ratio": round(ours / peer, 3),
-        "compat_per_tensor_us": round(ours / n * 1e6, 3),
-        "safetensors_per_tensor_us": round(peer / n * 1e6, 3),
-        "full_layout_with_transposed_views": {
-            "compat_find_overlapping_s": round(ours_full, 5),
-            "compat_groups": len(groups),
-            "safetensors_find_shared": peer_on_full,
-        },
+    dicts = {
+        n: {
+            "plain": transformer_state_dict(n, hidden, transposed=False),
+            "full": transformer_state_dict(n, hidden, transposed=True),
+        }
+        for n in sizes
     }
+    runs: dict[tuple[int, str], Callable[[], object]] = {}
+    for n, d in dicts.items():
+        runs[(n, "ours")] = functools.partial(compat.find_overlapping_tensors, d["plain"])
+        runs[(n, "peer")] = functools.partial(_find_shared_tensors, d["plain"])
+        runs[(n, "ours_full")] = functools.partial(compat.find_overlapping_tensors, d["full"])
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(rounds):
+        for key, fn in runs.items():
+            best[key] = min(best[key], best_time(fn, 1))
+    out: dict[str, Any] = {}
+    for n, d in dicts.items():
+        try:
+            _find_shared_tensors(d["full"])
+            peer_on_full = "ran"
+        except RuntimeError as exc:  # B2: view(-1) of a transposed view
+            peer_on_full = f"raises RuntimeError: {str(exc).splitlines()[0][:120]}"
+        ours, peer = best[(n, "ours")], best[(n, "peer")]
+        out[f"{n // 1000}k"] = {
+            "n_tensors": n,
+            "hidden": hidden,
+            "compat_find_overlapping_s": round(ours, 5),
+            "safetensors_find_shared_s": round(peer, 5),
+            "ratio": round(ours / peer, 3),
+            "compat_per_tensor_us": round(ours / n * 1e6, 3),
+            "safetensors_per_tensor_us": round(peer / n * 1e6, 3),
+            "full_layout_with_transposed_views": {
+                "compat_find_overlapping_s": round(best[(n, "ours_full")], 5),
+                "compat_groups": len(compat.find_overlapping_tensors(d["full"])),
+                "safetensors_find_shared": peer_on_full,
+            },
+        }
+    return out
 
 
 def _status_kb(field: str) -> int:
@@ -196,12 +211,14 @@ def main() -> None:
         "numpy": metadata.version("numpy"),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
     }
-    small = bench_time(10_000, hidden=16, repeats=7)
-    large = bench_time(100_000, hidden=16, repeats=5)
+    timing = bench_time((10_000, 100_000), hidden=16, rounds=7)
+    small, large = timing["10k"], timing["100k"]
     scaling = large["compat_find_overlapping_s"] / small["compat_find_overlapping_s"]
+    peer_scaling = large["safetensors_find_shared_s"] / small["safetensors_find_shared_s"]
     memory = bench_memory(10_000, hidden=128)
-    report["timing"] = {"10k": small, "100k": large}
+    report["timing"] = timing
     report["scaling_10k_to_100k"] = round(scaling, 3)
+    report["safetensors_scaling_10k_to_100k"] = round(peer_scaling, 3)
     report["memory"] = memory
     report["targets"] = {
         "time_ratio_max": TIME_RATIO_TARGET,
