@@ -131,6 +131,8 @@ def _run_matrix(
         if not args.backend or cells[0].backend.name in args.backend
     ]
     env = {CANDIDATES_ENV: json.dumps(list(candidates))} if candidates else {}
+    # the report is of this run: results of earlier selections must not linger in it
+    shutil.rmtree(REPORTS / "cells", ignore_errors=True)
     session.run(
         sys.executable,
         "-m",

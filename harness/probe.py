@@ -48,9 +48,14 @@ def facts(expr: str) -> dict[str, Any]:
         import torchao  # noqa: F401
 
         out["torchao_import"] = None
-        # quant_llm_linear is a C++ op every TorchAO release of the matrix registers when its
-        # extension loads; TorchAO only logs at debug level when the extension fails to load.
-        out["torchao_cpp"] = hasattr(torch.ops.torchao, "quant_llm_linear")
+        # TorchAO only logs at debug level when its extension fails to load. quant_llm_linear's
+        # schema may also be defined from Python (torchao.ops), so ask whether a compiled
+        # kernel (CUDA or CPU dispatch key) is registered for it: only the extension does that.
+        op = "torchao::quant_llm_linear"
+        has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+        out["torchao_cpp"] = hasattr(torch.ops.torchao, "quant_llm_linear") and any(
+            has_kernel(op, key) for key in ("CUDA", "CPU")
+        )
     except Exception as exc:  # record, do not crash: the tests decide what that means
         out["torchao_import"] = f"{type(exc).__name__}: {exc}"
         out["torchao_cpp"] = False
