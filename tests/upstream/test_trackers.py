@@ -12,6 +12,7 @@ requirements/test.txt); their inputs live in tests/upstream/cases.py.
 
 from __future__ import annotations
 
+import logging
 import warnings
 import weakref
 
@@ -301,11 +302,15 @@ def test_accelerate_move_keeps_a_parameter() -> None:
         "https://github.com/huggingface/accelerate/pull/2136"
     ),
 )
-def test_accelerate_clean_keeps_disjoint_views() -> None:
+def test_accelerate_clean_keeps_disjoint_views(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip(
         "accelerate", reason="accelerate is an optional peer, installed in the drift cells only"
     )
-    from accelerate.utils import clean_state_dict_for_safetensors
+    from accelerate.utils import clean_state_dict_for_safetensors, other
+
+    # It warns through accelerate's process-aware logger, which needs an Accelerator or a
+    # PartialState first; a plain logger keeps this check free of that global state.
+    monkeypatch.setattr(other, "logger", logging.getLogger(other.__name__))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # it warns about the names it removes
