@@ -3,9 +3,10 @@
     python bench/bench_sharing.py
 
 Timing: ``find_overlapping_tensors`` against safetensors' ``_find_shared_tensors`` (inexact: it
-groups by storage pointer, then sweeps extents) on the same dict; best of 7 rounds, each round
-timing every function on both sizes in turn (so load from other processes hits all alike), with
-garbage collected before every run. safetensors raises on a dict holding a transposed view (its
+groups by storage pointer, then sweeps extents) on the same dict. Each figure is this process's
+CPU time (``time.process_time``: the machine is shared, and neither function runs threads), best
+of 7 rounds; each round times every function on both sizes in turn, with garbage collected before
+every run. safetensors raises on a dict holding a transposed view (its
 ``_end_ptr`` calls ``view(-1)``, bug B2), so the head-to-head uses the same layout without the
 transposed views; ``find_overlapping_tensors`` is also timed on the full layout.
 
@@ -107,9 +108,9 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
         gc.collect()
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
