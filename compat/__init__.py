@@ -1,7 +1,7 @@
 """compat: one meaning for PyTorch APIs on every supported torch version.
 
 Public names are re-exported here from their modules: one import statement per module, and the
-same names listed in ``__all__``.
+same names listed in ``__all__`` (one sorted list; each name's module is in its import).
 """
 
 from compat.device import (
@@ -33,31 +33,27 @@ from compat.sharing import (
 )
 
 __all__ = [
-    # compat.device
     "DeviceLike",
     "DeviceUnavailableError",
+    "TensorMoveError",
     "accelerator_type",
     "available_backends",
+    "dedup_for_save",
     "default_device",
     "ensure_available",
-    "for_safetensors",
-    "normalize_device",
-    # compat.meta
-    "init_on_device",
-    "is_meta_module",
-    "materialize",
-    "meta_init_active",
-    "module_devices",
-    # compat.params
-    "TensorMoveError",
-    "set_module_tensor",
-    "tied_parameters",
-    # compat.sharing
-    "dedup_for_save",
     "find_identical_tensors",
     "find_overlapping_tensors",
     "find_shared_tensors",
+    "for_safetensors",
+    "init_on_device",
+    "is_meta_module",
     "load_file",
+    "materialize",
+    "meta_init_active",
+    "module_devices",
+    "normalize_device",
     "restore_aliases",
     "save_file",
+    "set_module_tensor",
+    "tied_parameters",
 ]
