@@ -138,6 +138,7 @@ def _run_matrix(
         "-m",
         "nox",
         "--reuse-venv=yes",
+        f"--envdir={session.env_dir.parent}",  # the outer nox's --envdir, if one was given
         f"--parallel={args.jobs}",
         "-s",
         *names,
@@ -236,7 +237,7 @@ def tests(session: nox.Session) -> None:
 def clean_envs(session: nox.Session) -> None:
     """Drop the matrix venvs under .nox (they are rebuilt from uv's cache in seconds).
     `-- --cache` also prunes uv's cache of entries no venv uses."""
-    envdir = ROOT / ".nox"
+    envdir = session.env_dir.parent
     for venv in sorted(envdir.glob("tests-*")):
         session.log(f"removing {venv}")
         shutil.rmtree(venv)
