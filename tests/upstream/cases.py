@@ -8,10 +8,14 @@ without depending on TorchAO.
 
 from __future__ import annotations
 
+import importlib
+import logging
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from torch.utils import _pytree as pytree
 
@@ -133,7 +137,6 @@ def from_numpy() -> StateDict:
 
 def quantized_module() -> torch.nn.Linear:
     """A small Linear whose weight TorchAO quantized (int8 weight-only)."""
-    torch.manual_seed(0)
     return torchao_api.quantize_(torch.nn.Linear(32, 16), torchao_api.int8_weight_only())  # type: ignore[return-value]
 
 
@@ -186,3 +189,20 @@ def module_to_outcome(module: torch.nn.Module, target: str) -> str:
         return "same Parameter object"
     kind = "Parameter" if isinstance(after, torch.nn.Parameter) else type(after).__name__
     return f"new {kind} object"
+
+
+# --- accelerate (an optional peer) -------------------------------------------------------------
+
+ACCELERATE_ABSENT = "accelerate is an optional peer, installed in the drift cells only"
+
+
+def accelerate_utils(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``accelerate.utils``, or a skip. Used from a fixture, so the skip happens at setup: a cell
+    without accelerate reports no call for its trackers, and the report lists them only where
+    accelerate ran."""
+    utils = pytest.importorskip("accelerate.utils", reason=ACCELERATE_ABSENT)
+    # clean_state_dict_for_safetensors warns through accelerate's process-aware logger, which
+    # needs an Accelerator or a PartialState first; a plain logger avoids that global state.
+    other = importlib.import_module("accelerate.utils.other")
+    monkeypatch.setattr(other, "logger", logging.getLogger(other.__name__))
+    return utils

@@ -12,9 +12,9 @@ requirements/test.txt); their inputs live in tests/upstream/cases.py.
 
 from __future__ import annotations
 
-import logging
 import warnings
 import weakref
+from types import ModuleType
 
 import pytest
 import torch
@@ -271,6 +271,11 @@ def test_module_to_with_a_weakref_to_a_subclass_parameter() -> None:
 # --- accelerate (an optional peer, installed in the drift cells only) ---------------------------
 
 
+@pytest.fixture
+def accelerate_utils(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    return cases.accelerate_utils(monkeypatch)
+
+
 @pytest.mark.tracker
 @pytest.mark.xfail(
     strict=True,
@@ -281,14 +286,9 @@ def test_module_to_with_a_weakref_to_a_subclass_parameter() -> None:
         "https://github.com/huggingface/accelerate/pull/3444"
     ),
 )
-def test_accelerate_move_keeps_a_parameter() -> None:
-    pytest.importorskip(
-        "accelerate", reason="accelerate is an optional peer, installed in the drift cells only"
-    )
-    from accelerate.utils import set_module_tensor_to_device
-
+def test_accelerate_move_keeps_a_parameter(accelerate_utils: ModuleType) -> None:
     module = cases.quantized_module()
-    set_module_tensor_to_device(module, "weight", "meta")
+    accelerate_utils.set_module_tensor_to_device(module, "weight", "meta")
     assert isinstance(module._parameters["weight"], torch.nn.Parameter)
 
 
@@ -302,17 +302,6 @@ def test_accelerate_move_keeps_a_parameter() -> None:
         "https://github.com/huggingface/accelerate/pull/2136"
     ),
 )
-def test_accelerate_clean_keeps_disjoint_views(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip(
-        "accelerate", reason="accelerate is an optional peer, installed in the drift cells only"
-    )
-    from accelerate.utils import clean_state_dict_for_safetensors, other
-
-    # It warns through accelerate's process-aware logger, which needs an Accelerator or a
-    # PartialState first; a plain logger keeps this check free of that global state.
-    monkeypatch.setattr(other, "logger", logging.getLogger(other.__name__))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # it warns about the names it removes
-        kept = clean_state_dict_for_safetensors(cases.qkv_views())
+def test_accelerate_clean_keeps_disjoint_views(accelerate_utils: ModuleType) -> None:
+    kept = accelerate_utils.clean_state_dict_for_safetensors(cases.qkv_views())
     assert sorted(kept) == ["k", "q", "v"]
