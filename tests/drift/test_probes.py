@@ -20,7 +20,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Collection
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -188,7 +188,8 @@ def test_swap_tensors_exists(drift: Any) -> None:
 
 def test_module_to_swaps_wrapper_subclass(drift: Any) -> None:
     # Since 2.3 (PR #122755) Module._apply swaps a traceable wrapper subclass into the existing
-    # Parameter object, so references held elsewhere (optimizers, tied owners) see the move.
+    # Parameter object, so references held elsewhere (optimizers, tied owners) see the move;
+    # before it (and with the swap path off) the module got a new Parameter object.
     value = cases.module_to_outcome(cases.wrapper_module(), "meta")
     known = {"same Parameter object", "new Parameter object"}
     check(
@@ -228,8 +229,8 @@ def qweight() -> torch.Tensor:
 
 
 def test_quantized_weight_class(drift: Any, qweight: torch.Tensor) -> None:
-    # AffineQuantizedTensor through 0.x (AQT), replaced by flat subclasses (Int8Tensor) when
-    # AQT was deleted in 0.18 (pytorch/ao #4245).
+    # AffineQuantizedTensor up to 0.17; 0.18 deleted AQT (pytorch/ao #4245) and gives the flat
+    # Int8Tensor.
     value = type(qweight).__name__
     known = {"AffineQuantizedTensor", "Int8Tensor"}
     check(
@@ -243,8 +244,9 @@ def test_quantized_weight_class(drift: Any, qweight: torch.Tensor) -> None:
 
 
 def test_quantized_weight_fields(drift: Any, qweight: torch.Tensor) -> None:
-    # 0.7 renamed AQT's field layout_tensor to tensor_impl (pytorch/ao #1046); the flat v2
-    # tensors keep qdata and scale.
+    # 0.7 renamed AQT's field layout_tensor to tensor_impl (pytorch/ao #1046); 0.18's Int8Tensor
+    # holds qdata, scale and zero_point; the other v2 tensors (Float8Tensor, Int4Tensor) qdata
+    # and scale (subclass.md §2).
     value = observe(lambda: qweight.__tensor_flatten__()[0])  # type: ignore[attr-defined]
     known = {
         "['layout_tensor']",
@@ -263,7 +265,8 @@ def test_quantized_weight_fields(drift: Any, qweight: torch.Tensor) -> None:
 
 
 def test_quantized_to_keeps_requires_grad(drift: Any, qweight: torch.Tensor) -> None:
-    # TorchAO's .to() builds a new wrapper and drops requires_grad (subclass.md §3).
+    # AQT's .to() builds a new wrapper and drops requires_grad (subclass.md §3, up to 0.17);
+    # 0.18's Int8Tensor keeps it.
     qweight.requires_grad_(True)
     value = observe(lambda: qweight.to("meta").requires_grad)
     known = {"False", "True"}
@@ -278,8 +281,8 @@ def test_quantized_to_keeps_requires_grad(drift: Any, qweight: torch.Tensor) -> 
 
 
 def test_quantized_to_same_device(drift: Any, qweight: torch.Tensor) -> None:
-    # AQT.to always returns a new wrapper; the v2 tensors return self when the device does not
-    # change (the aliasing of diffusers #14433).
+    # AQT.to always returns a new wrapper (up to 0.17); the v2 tensors (0.18's Int8Tensor)
+    # return self when the device does not change (the aliasing of diffusers #14433).
     value = observe(lambda: qweight.to("cpu") is qweight)
     known = {"False", "True"}
     check(
@@ -385,47 +388,87 @@ def removals_of(build: Callable[[], cases.StateDict]) -> str:
     return observe(lambda: cases.removals(_remove_duplicate_names(build())))
 
 
-# (probe, input, which function, documented values: the bug seen in safetensors <= 0.8.0, and the
-# correct answer that a fix would give; dedup.md §1 has the repro of each)
-SAFETENSORS_PROBES: list[tuple[str, Callable[[], cases.StateDict], str, set[str]]] = [
-    # B1, seed 004: last_stop is not a running max, so c leaves the group.
-    (f"{F}({{a, a[2:4], a[4:6]}})", cases.seed004, F, {"[['a', 'b'], ['c']]", "[['a', 'b', 'c']]"}),
+class SharingProbe(NamedTuple):
+    bug: str  # the case in dedup.md §1
+    probe: str  # the row name in the drift table
+    build: Callable[[], cases.StateDict]
+    function: str  # F or R
+    known: set[str]  # the bug seen in safetensors <= 0.8.0, and the answer a fix would give
+
+
+SHARING = [
+    # B1, seed 004: last_stop is not a running max, so c leaves the group (PR #379's repro).
+    SharingProbe(
+        "B1",
+        f"{F}({{a, a[2:4], a[4:6]}})",
+        cases.seed004,
+        F,
+        {"[['a', 'b'], ['c']]", "[['a', 'b', 'c']]"},
+    ),
     # B1': the same split on a fused q/k/v buffer; R then finds v alone and incomplete.
-    (
+    SharingProbe(
+        "B1'",
         f"{F}({{qkv, q, k, v}})",
         cases.fused_qkv,
         F,
         {"[['k', 'q', 'qkv'], ['v']]", "[['k', 'q', 'qkv', 'v']]"},
     ),
-    (f"{R}({{qkv, q, k, v}})", cases.fused_qkv, R, {RAISES_RUNTIME, "{'qkv': ['k', 'q', 'v']}"}),
-    # B2: _end_ptr flattens with view(-1).
-    (f"{F}({{m, m.t()}})", cases.transpose, F, {RAISES_RUNTIME, "[['a', 't']]"}),
-    (f"{F}({{m[:, 1:3], m[:, 4:6]}})", cases.column_slices, F, {RAISES_RUNTIME, "[['a'], ['b']]"}),
+    SharingProbe(
+        "B1'",
+        f"{R}({{qkv, q, k, v}})",
+        cases.fused_qkv,
+        R,
+        {RAISES_RUNTIME, "{'qkv': ['k', 'q', 'v']}"},
+    ),
+    # B2: _end_ptr flattens with view(-1), which raises for a transpose or a column block.
+    SharingProbe("B2", f"{F}({{m, m.t()}})", cases.transpose, F, {RAISES_RUNTIME, "[['a', 't']]"}),
+    SharingProbe(
+        "B2",
+        f"{F}({{m[:, 1:3], m[:, 4:6]}})",
+        cases.column_slices,
+        F,
+        {RAISES_RUNTIME, "[['a'], ['b']]"},
+    ),
     # B3: extents overlap, bytes do not.
-    (f"{F}({{x[::2], x[1::2]}})", cases.interleaved, F, {"[['ev', 'od']]", "[['ev'], ['od']]"}),
+    SharingProbe(
+        "B3",
+        f"{F}({{x[::2], x[1::2]}})",
+        cases.interleaved,
+        F,
+        {"[['ev', 'od']]", "[['ev'], ['od']]"},
+    ),
     # B4: the stride-0 view passes _is_complete, so the real tensor is dropped.
-    (f"{R}({{z.as_strided((4,), (0,)), z}})", cases.stride0, R, {"{'a': ['b']}", "{'b': ['a']}"}),
+    SharingProbe(
+        "B4",
+        f"{R}({{z.as_strided((4,), (0,)), z}})",
+        cases.stride0,
+        R,
+        {"{'a': ['b']}", "{'b': ['a']}"},
+    ),
     # B5 / B6: a group of one that is not complete raises, although nothing is shared.
-    (f"{R}({{x[:50]}})", cases.partial_alone, R, {RAISES_RUNTIME, "{}"}),
-    (f"{R}({{x, x[3:3]}})", cases.empty_view, R, {RAISES_RUNTIME, "{}"}),
+    SharingProbe("B5", f"{R}({{x[:50]}})", cases.partial_alone, R, {RAISES_RUNTIME, "{}"}),
+    SharingProbe("B6", f"{R}({{x, x[3:3]}})", cases.empty_view, R, {RAISES_RUNTIME, "{}"}),
     # B7: meta tensors are skipped, so ties between them are never reported.
-    (f"{F}(one meta tensor twice)", cases.meta_tied, F, {"[]", "[['a', 'b']]"}),
+    SharingProbe("B7", f"{F}(a meta tensor twice)", cases.meta_tied, F, {"[]", "[['a', 'b']]"}),
     # B8: a wrapper subclass has no data pointer (safetensors #515).
-    (
+    SharingProbe(
+        "B8",
         f"{F}(TorchAO Linear state_dict)",
         cases.quantized_linear,
         F,
         {RAISES_RUNTIME, "[['bias'], ['weight']]"},
     ),
     # B9: _SIZE has no complex128.
-    (
-        f"{F}(complex128 tensor twice)",
+    SharingProbe(
+        "B9",
+        f"{F}(a complex128 tensor twice)",
         cases.complex128_tied,
         F,
         {"raises KeyError", "[['a', 'b']]"},
     ),
     # B10: two from_numpy storages over one array are never compared.
-    (
+    SharingProbe(
+        "B10",
         f"{F}(from_numpy(n), from_numpy(n[5:]))",
         cases.from_numpy,
         F,
@@ -435,22 +478,12 @@ SAFETENSORS_PROBES: list[tuple[str, Callable[[], cases.StateDict], str, set[str]
 
 
 @pytest.mark.parametrize(
-    ("probe", "build", "function", "known"),
-    SAFETENSORS_PROBES,
-    ids=[p[0] for p in SAFETENSORS_PROBES],
+    "case", SHARING, ids=[f"{c.function.strip('_')}-{c.build.__name__}" for c in SHARING]
 )
-def test_safetensors_sharing(
-    drift: Any, probe: str, build: Callable[[], cases.StateDict], function: str, known: set[str]
-) -> None:
-    value = groups_of(build) if function == F else removals_of(build)
-    check(
-        drift,
-        probe,
-        value,
-        known,
-        axis="peer",
-        about=f"safetensors.torch.{function} on {build.__doc__.split(':')[0] if build.__doc__ else build.__name__}",
-    )
+def test_safetensors_sharing(drift: Any, case: SharingProbe) -> None:
+    value = groups_of(case.build) if case.function == F else removals_of(case.build)
+    about = f"dedup.md {case.bug}: safetensors.torch.{case.function}"
+    check(drift, case.probe, value, case.known, axis="peer", about=about)
 
 
 # --- peers: accelerate (an optional group, installed in the drift cells only) ---------------------
