@@ -242,8 +242,13 @@ def read_reportlog(path: Path) -> TestLog:
                 messages[nodeid or "<collection>"] = _message(rec.get("longrepr"))
             continue
         if "tracker" in (rec.get("keywords") or {}) and when == "call":
-            reason = rec.get("wasxfail") or _message(rec.get("longrepr"))
-            log.trackers[nodeid] = str(reason).removeprefix("[XPASS(strict)] ")
+            reason = str(rec.get("wasxfail") or _message(rec.get("longrepr")))
+            # only a strict xfail that passed means "fixed upstream"; another failure is a
+            # changed failure mode, reported as failed
+            fixed = reason.startswith("[XPASS(strict)]")
+            log.trackers[nodeid] = ("fixed: " if fixed else "") + reason.removeprefix(
+                "[XPASS(strict)] "
+            )
         if outcome == "rerun":  # pytest-rerunfailures: this attempt failed, another follows
             log.reruns[nodeid] = log.reruns.get(nodeid, 0) + 1
             continue
@@ -474,7 +479,11 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     result.counts, result.failures = counts, failures
     result.controls = control_outcomes(test_log)
     result.trackers = {
-        nodeid: {"outcome": test_log.outcomes.get(nodeid, "absent"), "reason": reason}
+        nodeid: (
+            {"outcome": "fixed", "reason": reason.removeprefix("fixed: ")}
+            if reason.startswith("fixed: ")
+            else {"outcome": test_log.outcomes.get(nodeid, "absent"), "reason": reason}
+        )
         for nodeid, reason in sorted(test_log.trackers.items())
     }
     if ran.timed_out:

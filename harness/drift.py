@@ -81,7 +81,8 @@ def table(
 
 def trackers(cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each upstream-bug tracker: its reason (with the link) and, per cell, whether the bug is
-    still there (xfailed) or was fixed upstream (the strict xfail passed: failed)."""
+    still there (xfailed), was fixed upstream (fixed: the strict xfail passed), or the test
+    failed another way (failed: the bug's failure mode changed)."""
     rows: dict[str, dict[str, Any]] = {}
     for cid, cell in cells.items():
         for nodeid, seen in cell.get("trackers", {}).items():
@@ -89,7 +90,7 @@ def trackers(cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             row["cells"][cid] = seen["outcome"]
     for row in rows.values():
         outcomes = set(row["cells"].values())
-        row["fixed_in"] = sorted(c for c, o in row["cells"].items() if o in ("failed", "xpassed"))
+        row["fixed_in"] = sorted(c for c, o in row["cells"].items() if o in ("fixed", "xpassed"))
         row["status"] = (
             "fixed upstream somewhere"
             if row["fixed_in"]

@@ -202,7 +202,7 @@ def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path)
     make_cell(r, "2.3", "0.6", "cpu", "passed", trackers=tracker)
     fixed = {
         "tests/test_upstream.py::test_b1": {
-            "outcome": "failed",
+            "outcome": "fixed",
             "reason": "B1 https://example.invalid/1",
         }
     }
