@@ -374,7 +374,7 @@ def plan_for(
     candidates: Sequence[str] = (),
 ) -> CellPlan:
     outdir = reports / "cells" / cell.id
-    requirements = [str(ROOT / r) for r in matrix.test_requirements]
+    requirements = [str(ROOT / r) for r in matrix.requirements_for(cell)]
     xfails = [
         {"tests": list(x.tests), "reason": x.reason, "strict": x.strict}
         for x in matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name)

@@ -154,6 +154,13 @@ class Matrix:
     exclusions: tuple[Exclusion, ...] = ()
     xfails: tuple[ExpectedFailure, ...] = field(default=())
     reruns: int = 0
+    peer_requirements: tuple[str, ...] = ()  # the optional peer group (drift cells only)
+    peer_tiers: tuple[str, ...] = ()
+
+    def requirements_for(self, cell: Cell) -> list[str]:
+        """Requirements files installed into ``cell`` after its pins."""
+        peers = self.peer_requirements if cell.tier in self.peer_tiers else ()
+        return [*self.test_requirements, *peers]
 
     def cells(
         self,
@@ -382,7 +389,15 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         path,
         "run",
         doc.get("run"),
-        ("python", "cell_timeout_s", "default_cell", "test_requirements", "reruns"),
+        (
+            "python",
+            "cell_timeout_s",
+            "default_cell",
+            "test_requirements",
+            "reruns",
+            "peer_requirements",
+            "peer_tiers",
+        ),
     )
     python = run.strings("python")
     if not python:
@@ -396,6 +411,11 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     if timeout <= 0:
         raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
     test_requirements = run.strings("test_requirements", [])
+    peer_requirements = run.strings("peer_requirements", [])
+    peer_tiers = run.strings("peer_tiers", [])
+    for i, tier in enumerate(peer_tiers):
+        if tier not in TIERS:
+            raise run.fail(f"peer_tiers[{i}]", f"must be one of {list(TIERS)}", tier)
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
@@ -458,6 +478,8 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         tuple(exclusions),
         tuple(xfails),
         reruns,
+        peer_requirements,
+        peer_tiers,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

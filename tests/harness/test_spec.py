@@ -70,6 +70,11 @@ def test_the_repository_matrix_is_valid_and_has_the_core_cells() -> None:
     # a cpu cell hides the host's GPUs, so it behaves alike on GPU and CPU-only runners
     assert dict(m.backends["cpu"].env)["CUDA_VISIBLE_DEVICES"] == ""
     assert m.default().id == "torch2.6-ao0.8-cpu"
+    # accelerate (the optional peer group) goes only into the drift cells of the extended tier
+    core_cell = m.default()
+    (ext_cell,) = m.cells(tiers=["extended"], torch="2.15", backend="cpu")
+    assert m.requirements_for(core_cell) == ["requirements/test.txt"]
+    assert m.requirements_for(ext_cell) == ["requirements/test.txt", "requirements/peers.txt"]
 
 
 def test_base_example_loads_and_applies_exclusions_and_xfails(tmp_path: Path) -> None:
