@@ -15,8 +15,12 @@ from harness import runner, spec
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def nox(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def nox(
+    *args: str, timeout: int = 300, reports: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_")}
+    if reports is not None:
+        env["COMPAT_MATRIX_REPORTS"] = str(reports)
     return subprocess.run(
         [sys.executable, "-m", "nox", *args],
         cwd=ROOT,
@@ -67,13 +71,11 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True, check=False).returncode == 0,
     reason="this runner has a GPU; the skip path is for runners without one",
 )
-def test_backend_this_runner_lacks_skips_with_one_line_reason() -> None:
-    done = nox("-s", "tests-torch2.5-cuda")
+def test_backend_this_runner_lacks_skips_with_one_line_reason(tmp_path: Path) -> None:
+    done = nox("-s", "tests-torch2.5-cuda", reports=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Session tests-torch2.5-cuda skipped: no cuda on this runner" in done.stderr
     for ao in ("0.6", "0.7", "0.8"):
-        cell = json.loads(
-            (ROOT / "reports" / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text()
-        )
+        cell = json.loads((tmp_path / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text())
         assert cell["status"] == "skipped" and "nvidia-smi" in cell["reason"]
         assert cell["counts"]["passed"] == 0
