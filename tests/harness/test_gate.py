@@ -186,6 +186,7 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
             install.append(candidate_command(uv, python, candidates))
         args = [
             str(project),
+            f"--rootdir={project}",  # node ids relative to the project wherever the clone lives
             "-p",
             "no:cacheprovider",
             f"--junitxml={out / 'junit.xml'}",
