@@ -151,7 +151,7 @@ def _convert(
     if non_blocking:
         kwargs["non_blocking"] = True
     try:
-        return src.to(**kwargs)
+        moved = src.to(**kwargs)
     except Exception as exc:
         hint = ""
         if src.device.type == "meta" and device is not None and device.type != "meta":
@@ -164,6 +164,16 @@ def _convert(
             f"{src.device}) to {_target(device, dtype)}: {type(exc).__name__}: {exc}{hint}; "
             "the module was left unchanged"
         ) from exc
+    if "dtype" in kwargs and moved.dtype != dtype:
+        # A wrapper subclass's own .to() may answer a cast with its old outer dtype (TorchAO's
+        # flat quantized tensors do); installing that would report a cast that never happened.
+        raise TensorMoveError(
+            f"cannot cast {kind} {name!r} of class {_cls(src)} ({src.dtype} on {src.device}) to "
+            f"{_target(device, dtype)}: its .to(dtype={dtype}) returned {_cls(moved)} with dtype "
+            f"{moved.dtype}, so the class does not support this cast; move it without dtype=, "
+            "or cast before quantizing; the module was left unchanged"
+        )
+    return moved
 
 
 def _constructor_keywords(cls: type) -> frozenset[str]:
@@ -415,8 +425,9 @@ def set_module_tensor(
     * Python attributes set on the old tensor that the new object lacks are copied to it.
     * Atomic: everything is built before the module is touched. A refused move (a meta tensor to a
       real device without ``value``; a subclass whose ``.to()`` refuses the target, as TorchAO int4
-      layouts do) raises :class:`TensorMoveError` naming the tensor and its class, and the module
-      is exactly as it was.
+      layouts do; a ``dtype`` cast that the subclass's ``.to()`` answers with another dtype, as
+      TorchAO's flat quantized tensors such as ``Int8Tensor`` do) raises :class:`TensorMoveError`
+      naming the tensor and its class, and the module is exactly as it was.
 
     Returns the installed tensor (the old parameter object itself when it was swapped, or when
     nothing needed to change).
@@ -427,7 +438,8 @@ def set_module_tensor(
             :func:`compat.normalize_device`.
         ValueError: unknown name (the message lists accepted names), an entry registered as None,
             a ``value`` of another shape, ``requires_grad`` on a non-floating result.
-        TensorMoveError: the tensor's ``.to()`` or its class refused; the module is unchanged.
+        TensorMoveError: the tensor's ``.to()`` or its class refused (or ignored ``dtype``); the
+            module is unchanged.
     """
     _owner, _leaf, kind, old = _resolve(module, name)
     if old is None:
