@@ -49,3 +49,16 @@ def cpu_problem(scheme: Callable[[], Any]) -> str | None:
 def quantize_(module: torch.nn.Module, scheme: Any) -> torch.nn.Module:
     q.quantize_(module, scheme)
     return module
+
+
+def weight_class_name(weight: torch.Tensor) -> str:
+    """The quantized weight's class, as messages name it.
+
+    ``AffineQuantizedTensor`` wrapped every scheme before TorchAO 0.18, which deleted it: there each
+    scheme has its own flat class (int8 weight-only gives ``Int8Tensor``). Asked of the weight, so
+    no version is assumed; a plain tensor is refused, so a test cannot pass on an unquantized one.
+    """
+    cls = type(weight)
+    if cls in (torch.Tensor, torch.nn.Parameter):
+        raise AssertionError(f"expected a TorchAO quantized weight, got a plain {cls.__name__}")
+    return cls.__name__
