@@ -27,7 +27,8 @@ overlap: disjointness is never claimed without proof.
 Tensor subclasses without storage of their own (TorchAO quantized tensors, DTensor: anything
 ``torch.utils._python_dispatch.is_traceable_wrapper_subclass`` accepts) are flattened through
 ``__tensor_flatten__`` into their inner tensors, recursively; a name belongs to a group when any of
-its inner tensors does.
+its inner tensors does. Opaque non-tensor members that ``__tensor_flatten__`` also names (DTensor's
+``device_mesh`` from torch 2.12) hold no data: they count for identity only, through their repr.
 
 Cost: O(n) to key every tensor by storage and O(s log s) to merge storages by address; tensors
 that have their storage to themselves cost nothing more. The k tensors in shared storages go
@@ -254,10 +255,18 @@ def _flatten_into(
         child = getattr(value, attr, None)
         child_path = f"{path}/{attr}" if path else str(attr)
         if not isinstance(child, torch.Tensor):
-            raise TypeError(
-                f"key {where!r}: {type(value).__name__}.__tensor_flatten__() names {attr!r}, "
-                f"which holds a {type(child).__name__}; accepted: inner tensors"
-            )
+            if child is None or isinstance(child, (list, tuple, dict, set, frozenset)):
+                # Missing, or a container that may hide tensors from the sweep.
+                raise TypeError(
+                    f"key {where!r}: {type(value).__name__}.__tensor_flatten__() names {attr!r}, "
+                    f"which holds a {type(child).__name__}; accepted: inner tensors, or opaque "
+                    "non-tensor objects such as a DTensor's DeviceMesh"
+                )
+            # An opaque member without data (DTensor names its device_mesh here from torch
+            # 2.12): no storage to sweep; it takes part in identity through its repr, as the
+            # flatten context does.
+            inner.append((attr, "opaque", f"{type(child).__qualname__}: {child!r}"))
+            continue
         if type(child) not in _PLAIN_TYPES and is_traceable_wrapper_subclass(child):
             inner.append((attr, _flatten_into(key, child, child_path, pending)))
         else:

@@ -537,6 +537,45 @@ def test_subclass_refusing_the_target_changes_nothing() -> None:
     assert type(m.inner.w) is RefusingTensor and isinstance(m.inner.w, nn.Parameter)
 
 
+class DtypeKeepingTensor(RefusingTensor):
+    """A wrapper subclass whose ``.to(dtype=...)`` keeps its old outer dtype, as TorchAO >= 0.18's
+    flat quantized tensors (Int8Tensor) do (the same code path, on every version)."""
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], ctx: Any, *_: Any
+    ) -> DtypeKeepingTensor:
+        return DtypeKeepingTensor(inner["inner"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.ops.aten.detach.default:
+            return DtypeKeepingTensor(args[0].inner.detach())
+        if func is torch.ops.aten._to_copy.default:
+            kwargs.pop("dtype", None)
+            return DtypeKeepingTensor(func(args[0].inner, **kwargs))
+        raise NotImplementedError(f"DtypeKeepingTensor: {func}")
+
+
+def test_dtype_cast_the_subclass_ignores_is_refused_and_changes_nothing() -> None:
+    m = nn.Module()
+    m.w = nn.Parameter(DtypeKeepingTensor(torch.randn(3)), requires_grad=False)
+    before = snapshot(m)
+    for device in (None, "cpu", "meta"):
+        with pytest.raises(compat.TensorMoveError) as info:
+            compat.set_module_tensor(m, "w", device, dtype=torch.bfloat16)
+        message = str(info.value)
+        assert "'w'" in message and "DtypeKeepingTensor" in message
+        assert "torch.bfloat16" in message and "torch.float32" in message
+        assert "unchanged" in message
+        assert_same_snapshot(before, snapshot(m))
+    # Only the cast is refused: the same tensor still moves.
+    compat.set_module_tensor(m, "w", "meta")
+    assert type(m.w) is DtypeKeepingTensor and m.w.device.type == "meta"
+    assert m.w.dtype == torch.float32
+
+
 class NeedsKey(nn.Parameter):
     """An nn.Parameter subclass whose constructor needs state it does not keep."""
 

@@ -291,6 +291,48 @@ def test_b8_nested_wrapper_subclasses_are_flattened_recursively(backend: str) ->
     assert compat.find_identical_tensors({"a": nested, "b": swapped}) == []
 
 
+class _Mesh:
+    """An opaque non-tensor member, like the DeviceMesh DTensor names in __tensor_flatten__."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"_Mesh({self.label!r})"
+
+
+class _MeshedTwo(TwoTensor):
+    """A TwoTensor whose __tensor_flatten__ also names a non-tensor member (DTensor from 2.12)."""
+
+    mesh: Any
+
+    def __tensor_flatten__(self) -> tuple[list[str], Any]:
+        return ["a", "b", "mesh"], None
+
+
+def _meshed(a: torch.Tensor, b: torch.Tensor, mesh: Any) -> _MeshedTwo:
+    t = _MeshedTwo(a, b)
+    t.mesh = mesh
+    return t
+
+
+def test_b8_opaque_flatten_members_hold_no_data_but_tell_identity(backend: str) -> None:
+    x, y = (torch.arange(12.0, device=backend) for _ in range(2))
+    m0 = _Mesh("m0")
+    t = _meshed(x[:4], y[:4], m0)
+    sd = {"t": t, "same": t, "x_tail": x[2:], "far": y[8:]}
+    assert compat.find_shared_tensors(sd) == [frozenset(sd)]
+    assert compat.find_overlapping_tensors(sd) == [frozenset({"same", "t", "x_tail"})]
+    assert compat.find_identical_tensors(sd) == [frozenset({"same", "t"})]
+    assert compat.find_identical_tensors({"a": t, "b": _meshed(x[:4], y[:4], m0)}) == [
+        frozenset("ab")
+    ]
+    assert compat.find_identical_tensors({"a": t, "b": _meshed(x[:4], y[:4], _Mesh("m1"))}) == []
+    for hiding in (None, [x]):  # missing, or a container that could hide tensors from the sweep
+        with pytest.raises(TypeError, match=r"'bad'.*'mesh'"):
+            compat.find_shared_tensors({"bad": _meshed(x[:4], y[:4], hiding)})
+
+
 class _Opaque(torch.Tensor):
     """A wrapper subclass without __tensor_flatten__: no storage of its own, nothing to flatten."""
 
