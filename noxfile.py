@@ -202,6 +202,7 @@ def gate(session: nox.Session) -> None:
         str(REPORTS / "baseline.json"),
         "--out",
         str(REPORTS),
+        *[f"--tier={tier}" for tier in args.tier or ["core"]],
     )
 
 

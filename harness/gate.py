@@ -45,6 +45,7 @@ def snapshot(reports: Path) -> dict[str, Any]:
         log = read_reportlog(path.parent / "log.jsonl")
         cells[cell["id"]] = {
             "status": cell["status"],
+            "tier": cell.get("tier", "core"),
             "torch": cell["torch"],
             "torchao": cell["torchao"],
             "backend": cell["backend"],
@@ -60,7 +61,10 @@ def snapshot(reports: Path) -> dict[str, Any]:
     }
 
 
-def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+def compare(
+    baseline: dict[str, Any], current: dict[str, Any], tiers: list[str] | None = None
+) -> dict[str, Any]:
+    """Classify every test; with ``tiers``, only baseline cells of those tiers are expected."""
     rows: list[dict[str, str]] = []
 
     def row(kind: str, cell: str, test: str, before: str, after: str) -> None:
@@ -71,6 +75,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
         cur = cur_cells.get(cid)
         if base["status"] not in RAN:
             continue  # the baseline expected nothing from this cell (e.g. no GPU there)
+        if tiers and base.get("tier", "core") not in tiers:
+            continue  # this run did not select the cell's tier
         if cur is None or cur["status"] not in RAN:
             row("missing", cid, "*", base["status"], "absent" if cur is None else cur["status"])
             continue
@@ -134,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--from", dest="source", type=Path, default=Path("reports"))
     check.add_argument("--baseline", type=Path, default=Path("reports/baseline.json"))
     check.add_argument("--out", type=Path, default=None, help="default: the --from folder")
+    check.add_argument(
+        "--tier", action="append", help="expect only baseline cells of these tiers (default: all)"
+    )
     args = parser.parse_args(argv)
 
     current = snapshot(args.source)
@@ -149,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.baseline.exists():
         print(f"no baseline at {args.baseline}: record one with `nox -s baseline`")
         return 2
-    result = compare(json.loads(args.baseline.read_text()), current)
+    result = compare(json.loads(args.baseline.read_text()), current, args.tier)
     out = args.out or args.source
     out.mkdir(parents=True, exist_ok=True)
     (out / "gate.json").write_text(json.dumps(result, indent=2) + "\n")

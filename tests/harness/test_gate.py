@@ -109,6 +109,18 @@ def test_exit_codes_and_outputs(runs: tuple[Path, Path], tmp_path: Path) -> None
     )
 
 
+def test_tiers_limit_which_baseline_cells_are_expected(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, _ = runs
+    baseline = gate.snapshot(base)
+    baseline["cells"]["torch2.6-ao0.8-cpu"]["tier"] = "extended"
+    current = gate.snapshot(base)
+    del current["cells"]["torch2.6-ao0.8-cpu"]
+    assert gate.compare(baseline, current)["summary"]["missing"] == 1
+    assert gate.compare(baseline, current, ["core"])["ok"] is True
+
+
 def test_a_missing_cell_alone_fails_the_gate(runs: tuple[Path, Path], tmp_path: Path) -> None:
     base, _ = runs
     only = tmp_path / "only"
