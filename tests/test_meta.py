@@ -20,6 +20,7 @@ from torch import nn
 
 import compat
 from tests import torchao_api
+from tests.test_params import get
 
 # --- module_devices / is_meta_module --------------------------------------------------------------
 
@@ -511,7 +512,7 @@ def test_property_materialize(spec: TreeSpec, data: st.DataObject) -> None:
     assert compat.tied_parameters(m) == ties_before
     for r in roots:
         s = spec.slots[r]
-        now = get_by_name(m, names[r])
+        now = get(m, names[r])
         assert now.dtype == s.dtype and now.shape == torch.Size(s.shape)
         if s.kind == "p":
             assert now is objects[r]  # identity kept: nothing holds a weakref or a view
@@ -539,14 +540,6 @@ def preorder(spec: TreeSpec) -> list[int]:
         out.append(node)
         stack.extend(reversed(children.get(node, [])))
     return out
-
-
-def get_by_name(m: nn.Module, name: str) -> torch.Tensor:
-    owner_name, _, leaf = name.rpartition(".")
-    owner = m.get_submodule(owner_name)
-    found = owner._parameters.get(leaf, owner._buffers.get(leaf))
-    assert found is not None
-    return found
 
 
 def test_tied_meta_parameter_is_initialised_by_its_first_owner_only() -> None:
