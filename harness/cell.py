@@ -38,6 +38,7 @@ from harness.spec import Backend, Cell, Matrix
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "probe.py"
 OK_STATUSES = ("passed", "skipped")
+BAD_STATUSES = ("failed", "error", "install-error", "crashed", "timeout")
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 LOG_TAIL_LINES = 60
 
@@ -376,7 +377,7 @@ def plan_for(
     outdir = reports / "cells" / cell.id
     requirements = [str(ROOT / r) for r in matrix.requirements_for(cell)]
     xfails = [
-        {"tests": list(x.tests), "reason": x.reason, "strict": x.strict}
+        x.as_record()
         for x in matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name)
     ]
     return CellPlan(

@@ -36,7 +36,7 @@ def table(
     probes: dict[str, dict[str, Any]],
     cells: dict[str, dict[str, Any]],
     backend: str,
-    version_key: Callable[[str], Any],
+    label_key: Callable[[str], Any],
 ) -> dict[str, Any]:
     """The "what changed" table of one backend: per axis, its columns and rows."""
     out: dict[str, Any] = {}
@@ -46,7 +46,7 @@ def table(
         if not mine:
             continue
         columns = sorted(
-            {c[field] for c in cells.values() if c["backend"] == backend}, key=version_key
+            {c[field] for c in cells.values() if c["backend"] == backend}, key=label_key
         )
         rows = []
         for name, probe in mine.items():

@@ -20,13 +20,13 @@ from typing import Any
 
 import jinja2
 from junitparser import Error, Failure, JUnitXml, TestCase
-from packaging.version import Version
 
 from harness import drift
+from harness.cell import BAD_STATUSES
+from harness.spec import label_key
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a larger $GITHUB_STEP_SUMMARY
-BAD_STATUSES = ("failed", "error", "install-error", "crashed", "timeout")
 MAX_FAILURES_PER_CELL = 200
 
 
@@ -82,13 +82,8 @@ def load_cells(reports: Path) -> list[dict[str, Any]]:
     return cells
 
 
-def version_key(label: str) -> tuple[int, Version]:
-    """Numeric order of axis labels, with ``latest`` last."""
-    return (1, Version("0")) if label == "latest" else (0, Version(label))
-
-
 def _sorted_versions(values: Iterable[str]) -> list[str]:
-    return sorted(set(values), key=version_key)
+    return sorted(set(values), key=label_key)
 
 
 def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,8 +112,8 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
     for table in controls.values():
         table["cells"].sort(
             key=lambda cid: (
-                version_key(cells_by_id[cid]["torch"]),
-                version_key(cells_by_id[cid]["torchao"]),
+                label_key(cells_by_id[cid]["torch"]),
+                label_key(cells_by_id[cid]["torchao"]),
             )
         )
     tests: Counter[str] = Counter()
@@ -179,7 +174,7 @@ def render_html(data: dict[str, Any]) -> str:
 def with_drift(data: dict[str, Any], reports: Path) -> dict[str, Any]:
     """Add the drift tables (per backend) and the upstream-bug trackers to the report data."""
     probes = drift.load(reports, data["cells"].values())
-    tables = {b: drift.table(probes, data["cells"], b, version_key) for b in data["grids"]}
+    tables = {b: drift.table(probes, data["cells"], b, label_key) for b in data["grids"]}
     data["drift"] = {backend: t for backend, t in tables.items() if t}
     data["trackers"] = drift.trackers(data["cells"])
     data["probes"] = probes

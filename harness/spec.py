@@ -53,10 +53,6 @@ class Version_:
     def requirement(self, dist: str) -> str:
         return dist if self.pin == LATEST else f"{dist}=={self.pin}"
 
-    def sort_key(self) -> tuple[int, Version]:
-        """Numeric order, with ``latest`` after every release."""
-        return (1, Version("0")) if self.label == LATEST else (0, Version(self.label))
-
 
 @dataclass(frozen=True)
 class Backend:
@@ -106,6 +102,10 @@ class ExpectedFailure:
     where: Selector
     reason: str
     strict: bool = True
+
+    def as_record(self) -> dict[str, Any]:
+        """The JSON form a test run applies (tests/conftest.py)."""
+        return {"tests": list(self.tests), "reason": self.reason, "strict": self.strict}
 
     def matches_test(self, nodeid: str) -> bool:
         return any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in self.tests)
@@ -216,6 +216,11 @@ class Matrix:
         if cell is None:  # load() already checked the values; only an exclusion can get here
             raise MatrixSpecError(self.path, "run.default_cell", "is excluded", self.default_cell)
         return cell
+
+
+def label_key(label: str) -> tuple[int, Version]:
+    """Numeric order of axis labels ("2.10" after "2.9"), with ``latest`` after every release."""
+    return (1, Version("0")) if label == LATEST else (0, Version(label))
 
 
 def paired(torch: Version_, torchao: Version_) -> bool:

@@ -74,9 +74,7 @@ def _current_cell() -> dict[str, Any]:
         "torchao": ao_label,
         "backend": None,  # a local run exercises every backend the machine exposes
         "python": None,
-        "xfails": [
-            {"tests": list(x.tests), "reason": x.reason, "strict": x.strict} for x in xfails
-        ],
+        "xfails": [x.as_record() for x in xfails],
     }
 
 
