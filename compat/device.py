@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import torch
 
 from compat import _features
+from compat._messages import show
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,18 +76,6 @@ _device_cache: dict[torch.device, torch.device] = {}
 _str_cache: dict[str, torch.device] = {}
 
 
-def _show(value: object) -> str:
-    """``repr`` of a bad value for an error message, shortened, with its type."""
-    try:
-        text = repr(value)
-    except Exception:  # e.g. an int beyond sys.get_int_max_str_digits(), or a broken __repr__
-        size = f"{value.bit_length()}-bit " if isinstance(value, int) else ""
-        text = f"<a {size}value whose repr fails>"
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{text} ({type(value).__module__}.{type(value).__qualname__})".replace("builtins.", "")
-
-
 def _is_bool(value: object) -> bool:
     if isinstance(value, bool):
         return True
@@ -100,7 +89,7 @@ def _check_type(type_: str, original: object) -> None:
         torch.device(type_)
     except (RuntimeError, ValueError):
         raise ValueError(
-            f"unknown device type {type_!r} in {_show(original)}; expected a device type this "
+            f"unknown device type {type_!r} in {show(original)}; expected a device type this "
             "torch knows, such as 'cpu', 'cuda', 'mps', 'xpu', 'meta', 'hpu', 'xla', or the name "
             "of a renamed PrivateUse1 backend (e.g. 'npu' once torch_npu is imported)"
         ) from None
@@ -114,7 +103,7 @@ def _check_index(index: int, original: object) -> None:
         if index < 0
         else f"it is above {_MAX_INDEX} (torch stores it as int8 and would silently wrap it)"
     )
-    raise ValueError(f"bad device index in {_show(original)}: {why}; {_ACCEPTED}")
+    raise ValueError(f"bad device index in {show(original)}: {why}; {_ACCEPTED}")
 
 
 def _canonical(type_: str, index: int | None, original: object) -> torch.device:
@@ -127,7 +116,7 @@ def _canonical(type_: str, index: int | None, original: object) -> torch.device:
     if type_ in _UNINDEXED or type_ == "mps":
         if index not in (None, 0):
             raise ValueError(
-                f"{type_!r} has a single device, so index {index} in {_show(original)} is invalid; "
+                f"{type_!r} has a single device, so index {index} in {show(original)} is invalid; "
                 f"accepted: {type_!r} or '{type_}:0'"
             )
         result = torch.device("mps", 0) if type_ == "mps" else torch.device(type_)
@@ -172,7 +161,7 @@ def _index_type(accelerator: str | None, original: object) -> str:
         detected = accelerator_type()
         if detected is None:
             raise ValueError(
-                f"integer device {_show(original)} is an accelerator index, but this torch build "
+                f"integer device {show(original)} is an accelerator index, but this torch build "
                 "has no accelerator (no CUDA, XPU, MPS or renamed PrivateUse1 backend); accepted "
                 "here: a device string such as 'cpu', or an int with accelerator='<type>'"
             )
@@ -180,12 +169,12 @@ def _index_type(accelerator: str | None, original: object) -> str:
     if not isinstance(accelerator, str):
         raise TypeError(
             f"accelerator must be a device type string such as 'cuda' or 'xpu', or None; "
-            f"got {_show(accelerator)}"
+            f"got {show(accelerator)}"
         )
     if _TYPE_RE.fullmatch(accelerator) is None:
         raise ValueError(
             f"accelerator must be a bare device type such as 'cuda' or 'xpu' (no index); "
-            f"got {_show(accelerator)}"
+            f"got {show(accelerator)}"
         )
     _check_type(accelerator, accelerator)
     return accelerator
@@ -203,7 +192,7 @@ def _from_device(device: torch.device) -> torch.device:
     if index is not None and index < 0:
         # Only reachable through torch's own int8 wrap-around, e.g. torch.device('cuda:128').
         raise ValueError(
-            f"{_show(device)} has a negative index: torch wrapped an index above {_MAX_INDEX} "
+            f"{show(device)} has a negative index: torch wrapped an index above {_MAX_INDEX} "
             f"when it was built; {_ACCEPTED}"
         )
     result = _canonical(device.type, index, device)
@@ -261,7 +250,7 @@ def normalize_device(device: DeviceLike, *, accelerator: str | None = None) -> t
     if _is_bool(device):
         raise TypeError(
             f"a bool is not a device (torch would read True as index 1, and Tensor.to(True) casts "
-            f"to torch.bool); got {_show(device)}; {_ACCEPTED}"
+            f"to torch.bool); got {show(device)}; {_ACCEPTED}"
         )
     if isinstance(device, torch.device):
         return _from_device(device)
@@ -276,12 +265,12 @@ def normalize_device(device: DeviceLike, *, accelerator: str | None = None) -> t
             return _canonical(_index_type(accelerator, device), index, device)
         match = _DEVICE_RE.fullmatch(text)
         if match is None:
-            raise ValueError(f"malformed device string {_show(device)}; {_ACCEPTED}")
+            raise ValueError(f"malformed device string {show(device)}; {_ACCEPTED}")
         type_, digits = match.groups()
         result = _canonical(type_, None if digits is None else _parse_index(digits, device), device)
         _str_cache[text] = result
         return result
-    raise TypeError(f"unsupported device argument {_show(device)}; {_ACCEPTED}")
+    raise TypeError(f"unsupported device argument {show(device)}; {_ACCEPTED}")
 
 
 def _backend_module(type_: str) -> Any:
@@ -343,7 +332,7 @@ def ensure_available(device: DeviceLike) -> torch.device:
     problem = _backend_problem(type_)
     if problem is not None:
         raise DeviceUnavailableError(
-            f"device {str(dev)!r} (from {_show(device)}) is not available: {problem}; "
+            f"device {str(dev)!r} (from {show(device)}) is not available: {problem}; "
             "'cpu' and 'meta' are always available"
         )
     index = dev.index
@@ -361,12 +350,12 @@ def ensure_available(device: DeviceLike) -> torch.device:
         raise
     except Exception as exc:
         raise DeviceUnavailableError(
-            f"device {str(dev)!r} (from {_show(device)}) is not usable: querying torch.{type_} "
+            f"device {str(dev)!r} (from {show(device)}) is not usable: querying torch.{type_} "
             f"failed ({type(exc).__name__})"
         ) from exc
     if count is not None and index >= count:
         raise DeviceUnavailableError(
-            f"device index {index} of {str(dev)!r} (from {_show(device)}) is out of range: this "
+            f"device index {index} of {str(dev)!r} (from {show(device)}) is out of range: this "
             f"machine has {count} {type_} device(s), so the accepted indices are 0..{count - 1}"
         )
     return _canonical(type_, index, device)
@@ -458,7 +447,7 @@ def for_safetensors(device: DeviceLike) -> str | int:
             index = resolved
         return f"{type_}:{index}" if type_ in _SAFETENSORS_INDEXED else index
     raise ValueError(
-        f"safetensors cannot load onto {str(dev)!r} (from {_show(device)}); it accepts 'cpu', "
+        f"safetensors cannot load onto {str(dev)!r} (from {show(device)}); it accepts 'cpu', "
         f"'mps', '<type>:N' for {', '.join(sorted(_SAFETENSORS_INDEXED))}, or the index of a "
         "renamed PrivateUse1 backend; load on 'cpu' and move the tensors instead"
     )

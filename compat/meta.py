@@ -25,17 +25,10 @@ from torch import nn
 from torch.nn.modules import module as _module_impl
 
 from compat import params as _params
+from compat._messages import check_module, type_name
 from compat.device import DeviceLike, default_device, normalize_device
 
 __all__ = ["init_on_device", "is_meta_module", "materialize", "meta_init_active", "module_devices"]
-
-
-def _check_module(module: object) -> None:
-    if not isinstance(module, nn.Module):
-        raise TypeError(
-            f"module must be a torch.nn.Module; got {type(module).__module__}."
-            f"{type(module).__qualname__}"
-        )
 
 
 def _tensors(module: nn.Module) -> Iterator[torch.Tensor]:
@@ -52,7 +45,7 @@ def module_devices(module: nn.Module) -> set[torch.device]:
     subclass counts with its outer ``.device``. Devices are as tensors report them (``cpu``,
     ``meta``, ``cuda:0``). Identical on every supported torch version.
     """
-    _check_module(module)
+    check_module(module)
     return {t.device for t in _tensors(module)}
 
 
@@ -62,7 +55,7 @@ def is_meta_module(module: nn.Module) -> bool:
     False for a module without tensors. A partly materialised module is still a meta module: one
     meta tensor is enough, because it has no data. Identical on every supported torch version.
     """
-    _check_module(module)
+    check_module(module)
     return any(t.device.type == "meta" for t in _tensors(module))
 
 
@@ -127,15 +120,11 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
         if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
             return None
         label = f"{type(module).__name__}.{name}"
-        prepared = _params._prepare(label, kind, tensor, tensor, dev, None, False)
-        if prepared is None:
+        move = _params.plan_move(label, kind, tensor, tensor, dev)
+        if move is None:
             return None
-        new = prepared.new
-        if prepared.foreign:
-            vars(new).update(prepared.foreign)
-        if prepared.swappable and _params.swap_in_place(tensor, new):
-            return None  # the registered object itself now lives on ``dev``
-        return new
+        held = move.apply()
+        return None if held is tensor else held  # None: the registered object itself moved
 
     def on_parameter(module: nn.Module, name: str, param: torch.Tensor | None) -> Any:
         return move(module, name, param, "parameter")
@@ -191,12 +180,6 @@ def _registry(module: nn.Module, kind: _params.Kind) -> dict[str, Any]:
     return registry
 
 
-def _allocatable(tensor: torch.Tensor) -> bool:
-    """Plain tensors and nn.Parameter subclasses can get fresh storage; wrapper subclasses cannot
-    (TorchAO's have no ``empty_like``; their layout is not ours to invent)."""
-    return _params._is_plain(tensor) or _params._is_parameter_subclass(type(tensor))
-
-
 def _listing(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -207,7 +190,7 @@ def _scratch(tensor: torch.Tensor, kind: _params.Kind) -> torch.Tensor:
     empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
     if kind == "buffer":
         return empty
-    rg = tensor.requires_grad and _params._can_require_grad(tensor.dtype)
+    rg = tensor.requires_grad and _params.can_require_grad(tensor.dtype)
     return nn.Parameter(empty, requires_grad=rg)
 
 
@@ -289,7 +272,7 @@ def materialize(
 
     Returns ``module``.
     """
-    _check_module(module)
+    check_module(module)
     dev = normalize_device(device)
     if dev is None or dev.type == "meta":
         raise ValueError(
@@ -300,14 +283,14 @@ def materialize(
     if state_dict is not None:
         if not isinstance(state_dict, Mapping):
             raise TypeError(
-                f"state_dict must be a mapping of names to tensors (or None); got "
-                f"{type(state_dict).__qualname__}"
+                "state_dict must be a mapping of names to tensors (or None); got "
+                f"{type_name(state_dict)}"
             )
         for key, tensor in state_dict.items():
             if not isinstance(key, str) or not isinstance(tensor, torch.Tensor):
                 raise TypeError(
                     f"state_dict entries must map str names to tensors; got {key!r} -> "
-                    f"{type(tensor).__qualname__}"
+                    f"{type_name(tensor)}"
                 )
             values[key] = tensor
 
@@ -339,9 +322,9 @@ def materialize(
         elif g.tensor.device.type != "meta":
             plan.append((g, "keep", None))
         else:
-            if not _allocatable(g.tensor):
+            if not _params.allocatable(g.tensor):
                 raise ValueError(
-                    f"{g.kind} {g.names[0]!r} is a meta {_params._cls(g.tensor)}, which cannot be "
+                    f"{g.kind} {g.names[0]!r} is a meta {type_name(g.tensor)}, which cannot be "
                     "given fresh storage (a wrapper subclass has its own layout); accepted: its "
                     "real value in state_dict"
                 )
@@ -362,24 +345,24 @@ def materialize(
         )
 
     # Build every replacement before touching the module.
-    built: list[tuple[_Group, _params._Prepared]] = []
+    built: list[tuple[_Group, _params.Move]] = []
     for g, how, given_value in plan:
         name = g.names[0]
-        prepared: _params._Prepared | None
+        move: _params.Move | None
         if how == "value":
             assert given_value is not None
-            prepared = _params._prepare(name, g.kind, g.tensor, given_value, dev, None, False)
+            move = _params.plan_move(name, g.kind, g.tensor, given_value, dev)
         elif how == "keep":
-            prepared = _params._prepare(name, g.kind, g.tensor, g.tensor, dev, None, False)
+            move = _params.plan_move(name, g.kind, g.tensor, g.tensor, dev)
         else:
             empty = torch.empty(g.tensor.shape, dtype=g.tensor.dtype, device=dev)
-            prepared = _params._prepare(name, g.kind, g.tensor, empty, None, None, False)
-        if prepared is not None:
-            built.append((g, prepared))
+            move = _params.plan_move(name, g.kind, g.tensor, empty, None)
+        if move is not None:
+            built.append((g, move))
 
-    for g, prepared in built:
+    for g, move in built:
         registries = [(_registry(m, g.kind), leaf) for m, leaf in g.owners]
-        g.tensor = _params._install(module, prepared, registries)
+        g.tensor = move.install(module, registries)
 
     # Initialise, one call per initialising module, in module order.
     order: dict[int, tuple[nn.Module, list[_Group]]] = {}

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from compat import _features
+from compat._messages import check_module, show, type_name
 from compat.device import DeviceLike, normalize_device
 
 __all__ = ["TensorMoveError", "set_module_tensor", "tied_parameters"]
@@ -52,21 +53,24 @@ class TensorMoveError(RuntimeError):
 # --- small helpers -----------------------------------------------------------------------------
 
 
-def _cls(obj: object) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _is_plain(t: torch.Tensor) -> bool:
+def is_plain(t: torch.Tensor) -> bool:
+    """A plain tensor or a plain ``nn.Parameter`` (no subclass of either)."""
     return type(t) in (torch.Tensor, nn.Parameter)
 
 
-def _is_parameter_subclass(cls: type) -> bool:
+def is_parameter_subclass(cls: type) -> bool:
     """A true ``nn.Parameter`` subclass (bitsandbytes-style), not a wrapper flagged as one."""
     return cls is not nn.Parameter and issubclass(cls, nn.Parameter)
 
 
-def _can_require_grad(dtype: torch.dtype) -> bool:
+def allocatable(t: torch.Tensor) -> bool:
+    """Whether ``t`` can be given fresh storage of its class: plain tensors and ``nn.Parameter``
+    subclasses can; wrapper subclasses cannot (TorchAO's have no ``empty_like``; their layout is
+    not ours to invent)."""
+    return is_plain(t) or is_parameter_subclass(type(t))
+
+
+def can_require_grad(dtype: torch.dtype) -> bool:
     return bool(dtype.is_floating_point or dtype.is_complex)
 
 
@@ -81,10 +85,10 @@ def _check_dtype(dtype: torch.dtype | None) -> None:
         return
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
-            f"dtype must be a torch.dtype or None; got {dtype!r} ({_cls(dtype)}); accepted: a "
+            f"dtype must be a torch.dtype or None; got {show(dtype)}; accepted: a "
             "floating or complex dtype such as torch.bfloat16, torch.float16 or torch.float32"
         )
-    if not _can_require_grad(dtype):
+    if not can_require_grad(dtype):
         raise TypeError(
             f"dtype {dtype} is not a floating or complex dtype; only floating and complex casts "
             "are accepted (integer tensors are never cast), e.g. torch.bfloat16 or torch.float32"
@@ -93,12 +97,10 @@ def _check_dtype(dtype: torch.dtype | None) -> None:
 
 def _resolve(module: nn.Module, name: str) -> tuple[nn.Module, str, Kind, torch.Tensor | None]:
     """``(owner, leaf, kind, tensor)`` for a dotted parameter or buffer name."""
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module; got {_cls(module)}")
+    check_module(module)
     if not isinstance(name, str) or not name:
         raise TypeError(
-            f"name must be a non-empty dotted string such as 'layers.0.weight'; got {name!r} "
-            f"({_cls(name)})"
+            f"name must be a non-empty dotted string such as 'layers.0.weight'; got {show(name)}"
         )
     *path, leaf = name.split(".")
     owner = module
@@ -144,7 +146,7 @@ def _convert(
     kwargs: dict[str, Any] = {}
     if device is not None:
         kwargs["device"] = device
-    if dtype is not None and _can_require_grad(src.dtype) and src.dtype != dtype:
+    if dtype is not None and can_require_grad(src.dtype) and src.dtype != dtype:
         kwargs["dtype"] = dtype
     if not kwargs:
         return src
@@ -160,7 +162,7 @@ def _convert(
                 "compat.materialize()"
             )
         raise TensorMoveError(
-            f"cannot move {kind} {name!r} of class {_cls(src)} ({src.dtype} on "
+            f"cannot move {kind} {name!r} of class {type_name(src)} ({src.dtype} on "
             f"{src.device}) to {_target(device, dtype)}: {type(exc).__name__}: {exc}{hint}; "
             "the module was left unchanged"
         ) from exc
@@ -168,10 +170,10 @@ def _convert(
         # A wrapper subclass's own .to() may answer a cast with its old outer dtype (TorchAO's
         # flat quantized tensors do); installing that would report a cast that never happened.
         raise TensorMoveError(
-            f"cannot cast {kind} {name!r} of class {_cls(src)} ({src.dtype} on {src.device}) to "
-            f"{_target(device, dtype)}: its .to(dtype={dtype}) returned {_cls(moved)} with dtype "
-            f"{moved.dtype}, so the class does not support this cast; move it without dtype=, "
-            "or cast before quantizing; the module was left unchanged"
+            f"cannot cast {kind} {name!r} of class {type_name(src)} ({src.dtype} on "
+            f"{src.device}) to {_target(device, dtype)}: its .to(dtype={dtype}) returned "
+            f"{type_name(moved)} with dtype {moved.dtype}, so the class does not support this "
+            "cast; move it without dtype=, or cast before quantizing; the module was left unchanged"
         )
     return moved
 
@@ -214,7 +216,7 @@ def _rebuild_through_class(
         ) from exc
     if type(new) is not cls:
         raise TensorMoveError(
-            f"cannot rebuild parameter {name!r}: {cls.__qualname__}(...) returned {_cls(new)} "
+            f"cannot rebuild parameter {name!r}: {cls.__qualname__}(...) returned {type_name(new)} "
             "instead of its own class; the module was left unchanged"
         )
     assert isinstance(new, torch.Tensor)
@@ -225,19 +227,19 @@ def _as_parameter(
     name: str, old: torch.Tensor, moved: torch.Tensor, requires_grad: bool
 ) -> torch.Tensor:
     """``moved`` as a parameter of the right class with ``requires_grad`` applied."""
-    if requires_grad and not _can_require_grad(moved.dtype):
+    if requires_grad and not can_require_grad(moved.dtype):
         raise ValueError(
             f"parameter {name!r} requires grad, but its new dtype {moved.dtype} cannot: only "
             "floating and complex tensors can require gradients; call requires_grad_(False) on "
             "the parameter first, or pass a floating or complex value"
         )
     moved_cls = type(moved)
-    if _is_parameter_subclass(moved_cls):
+    if is_parameter_subclass(moved_cls):
         # The class's own .to() kept it (bitsandbytes does), or the value is such a parameter.
         if moved.requires_grad != requires_grad:
             moved.requires_grad_(requires_grad)
         return moved
-    if _is_plain(moved) and _is_parameter_subclass(type(old)):
+    if is_plain(moved) and is_parameter_subclass(type(old)):
         # Parameter subclasses return plain tensors from .to(): rebuild through their own class.
         return _rebuild_through_class(name, type(old), old, moved, requires_grad)
     try:
@@ -246,7 +248,7 @@ def _as_parameter(
         return nn.Parameter(moved, requires_grad=requires_grad)
     except Exception as exc:
         raise TensorMoveError(
-            f"cannot wrap {_cls(moved)} as the parameter {name!r}: nn.Parameter(...) raised "
+            f"cannot wrap {type_name(moved)} as the parameter {name!r}: nn.Parameter(...) raised "
             f"{type(exc).__name__}: {exc}; the module was left unchanged"
         ) from exc
 
@@ -263,56 +265,13 @@ def _foreign_attributes(old: torch.Tensor, new: torch.Tensor) -> dict[str, Any]:
     if not old_dict:
         return {}
     skip = set(vars(new)) | {_PARAM_FLAG}
-    own_state_unknown = not _is_plain(old) and not _is_parameter_subclass(type(old))
+    own_state_unknown = not is_plain(old) and not is_parameter_subclass(type(old))
     if type(new) is not type(old) and own_state_unknown:
         try:
             skip |= set(vars(old.detach()))
         except Exception:
             return {}
     return {k: v for k, v in old_dict.items() if k not in skip}
-
-
-@dataclass
-class _Prepared:
-    """A fully built replacement, ready to install."""
-
-    name: str
-    kind: Kind
-    old: torch.Tensor
-    new: torch.Tensor
-    foreign: dict[str, Any]
-    # False when ``new`` is the caller's own object, which must not receive the old content.
-    swappable: bool
-
-
-def _prepare(
-    name: str,
-    kind: Kind,
-    old: torch.Tensor,
-    src: torch.Tensor,
-    device: torch.device | None,
-    dtype: torch.dtype | None,
-    non_blocking: bool,
-    *,
-    requires_grad: bool | None = None,
-) -> _Prepared | None:
-    """Build the tensor that replaces ``old``; None if ``old`` can stay exactly as it is.
-
-    ``src`` is ``old`` itself for a move, or the tensor to install. Touches no module.
-    """
-    moved = _convert(name, kind, src, device, dtype, non_blocking)
-    if kind == "buffer":
-        if moved is old:
-            return None
-        new = moved
-    else:
-        rg = old.requires_grad if requires_grad is None else requires_grad
-        if moved is old and isinstance(old, nn.Parameter) and old.requires_grad == rg:
-            return None
-        new = _as_parameter(name, old, moved, rg)
-    foreign = _foreign_attributes(old, new) if new is not old else {}
-    swappable = kind == "parameter" and new is not src and new is not old
-    return _Prepared(name, kind, old, new, foreign, swappable)
 
 
 # --- phase 2: install (cannot fail half-way) ----------------------------------------------------
@@ -362,23 +321,81 @@ def _owners(root: nn.Module, tensor: torch.Tensor, kind: Kind) -> list[tuple[dic
     return found
 
 
-def _install(
-    root: nn.Module,
-    prepared: _Prepared,
-    owners: list[tuple[dict[str, Any], str]] | None = None,
-) -> torch.Tensor:
-    """Put ``prepared.new`` in place of ``prepared.old`` everywhere inside ``root``.
+# --- the move step: plan (phase 1), then install (phase 2) ------------------------------------
 
-    ``owners`` may list the registries holding ``old`` when the caller already knows them.
+
+@dataclass
+class Move:
+    """A fully built replacement for one registered tensor, ready to install.
+
+    Built by :func:`plan_move` without touching any module; :meth:`install` (or :meth:`apply`,
+    for a caller that registers the result itself, as :func:`compat.init_on_device`'s hooks do)
+    cannot fail half-way.
     """
-    old, new = prepared.old, prepared.new
-    if prepared.foreign:
-        vars(new).update(prepared.foreign)
-    if prepared.swappable and swap_in_place(old, new):
-        return old  # same object, new content: every owner and outside reference sees it
-    for registry, key in _owners(root, old, prepared.kind) if owners is None else owners:
-        registry[key] = new
-    return new
+
+    name: str
+    kind: Kind
+    old: torch.Tensor
+    new: torch.Tensor
+    foreign: dict[str, Any]
+    # False when ``new`` is the caller's own object, which must not receive the old content.
+    swappable: bool
+
+    def apply(self) -> torch.Tensor:
+        """Give ``new`` the old object's foreign attributes and, when possible, swap it into
+        ``old``. Returns the object that now holds the content: ``old`` itself after a swap
+        (every owner and outside reference sees it), else ``new``, which the caller registers."""
+        if self.foreign:
+            vars(self.new).update(self.foreign)
+        if self.swappable and swap_in_place(self.old, self.new):
+            return self.old
+        return self.new
+
+    def install(
+        self, root: nn.Module, owners: list[tuple[dict[str, Any], str]] | None = None
+    ) -> torch.Tensor:
+        """:meth:`apply`, then put the result in place of ``old`` everywhere inside ``root``.
+
+        ``owners`` may list the registries holding ``old`` when the caller already knows them.
+        Returns the installed object.
+        """
+        held = self.apply()
+        if held is not self.old:
+            for registry, key in _owners(root, self.old, self.kind) if owners is None else owners:
+                registry[key] = held
+        return held
+
+
+def plan_move(
+    name: str,
+    kind: Kind,
+    old: torch.Tensor,
+    src: torch.Tensor,
+    device: torch.device | None,
+    dtype: torch.dtype | None = None,
+    non_blocking: bool = False,
+    *,
+    requires_grad: bool | None = None,
+) -> Move | None:
+    """Build the tensor that replaces ``old`` (with the rules of :func:`set_module_tensor`);
+    None if ``old`` can stay exactly as it is.
+
+    ``src`` is ``old`` itself for a move, or the tensor to install. Touches no module; raises
+    :class:`TensorMoveError` (or ValueError for ``requires_grad`` on a non-floating result).
+    """
+    moved = _convert(name, kind, src, device, dtype, non_blocking)
+    if kind == "buffer":
+        if moved is old:
+            return None
+        new = moved
+    else:
+        rg = old.requires_grad if requires_grad is None else requires_grad
+        if moved is old and isinstance(old, nn.Parameter) and old.requires_grad == rg:
+            return None
+        new = _as_parameter(name, old, moved, rg)
+    foreign = _foreign_attributes(old, new) if new is not old else {}
+    swappable = kind == "parameter" and new is not src and new is not old
+    return Move(name, kind, old, new, foreign, swappable)
 
 
 # --- public API ----------------------------------------------------------------------------------
@@ -452,7 +469,7 @@ def set_module_tensor(
     if value is not None:
         if not isinstance(value, torch.Tensor):
             raise TypeError(
-                f"value for {name!r} must be a torch.Tensor (or None); got {_cls(value)}"
+                f"value for {name!r} must be a torch.Tensor (or None); got {type_name(value)}"
             )
         if value.shape != old.shape:
             raise ValueError(
@@ -460,10 +477,8 @@ def set_module_tensor(
                 f"shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
             )
     src = old if value is None else value
-    prepared = _prepare(name, kind, old, src, target, dtype, non_blocking)
-    if prepared is None:
-        return old
-    return _install(module, prepared)
+    move = plan_move(name, kind, old, src, target, dtype, non_blocking)
+    return old if move is None else move.install(module)
 
 
 def tied_parameters(module: nn.Module) -> list[list[str]]:
@@ -476,8 +491,7 @@ def tied_parameters(module: nn.Module) -> list[list[str]]:
     groups of two or more names are returned; groups are ordered by first appearance and names in
     module order. Identical on every supported torch version; an empty list when nothing is tied.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module; got {_cls(module)}")
+    check_module(module)
     groups: dict[int, list[str]] = {}
     for name, param in module.named_parameters(remove_duplicate=False):
         groups.setdefault(id(param), []).append(name)
