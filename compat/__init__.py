@@ -22,15 +22,8 @@ from compat.meta import (
     module_devices,
 )
 from compat.params import TensorMoveError, set_module_tensor, tied_parameters
-from compat.sharing import (
-    dedup_for_save,
-    find_identical_tensors,
-    find_overlapping_tensors,
-    find_shared_tensors,
-    load_file,
-    restore_aliases,
-    save_file,
-)
+from compat.saving import dedup_for_save, load_file, restore_aliases, save_file
+from compat.sharing import find_identical_tensors, find_overlapping_tensors, find_shared_tensors
 
 __all__ = [
     "DeviceLike",

@@ -18,11 +18,15 @@ import torch
 
 __all__ = [
     "CUDA_BUILT",
+    "FLOAT8_DTYPES",
     "HAS_SWAP_TENSORS",
     "HAS_TENSOR_USE_COUNT",
     "MPS_BUILT",
     "MPS_HAS_DEVICE_COUNT",
+    "SUB_BYTE_BITS",
     "XPU_BUILT",
+    "is_opaque_flatten_member",
+    "neg_view",
     "privateuse1_backend_name",
     "slot_names",
     "swap_blocker",
@@ -97,3 +101,39 @@ def swap_blocker(t1: torch.Tensor, t2: torch.Tensor) -> str | None:
             if t._use_count() != 1:  # type: ignore[attr-defined]  # not in torch's stubs
                 return f"{label}'s TensorImpl has other references (a view, a live autograd graph)"
     return None
+
+
+# --- dtypes and tensor kinds (compat.sharing, compat.saving) -----------------------------------
+
+# float8_e4m3fn / float8_e5m2 arrived in torch 2.1 and every supported safetensors (>= 0.4.4)
+# writes them; getattr keeps a build without them working (the fnuz variants are not writable).
+FLOAT8_DTYPES: tuple[torch.dtype, ...] = tuple(
+    d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d
+)
+
+# Bits per element of the packed sub-byte quantized dtypes (quint4x2 since 1.9, quint2x4 since
+# 1.12): their storage holds 8 // bits elements per byte, which element_size() (1) does not say.
+SUB_BYTE_BITS: dict[torch.dtype, int] = {
+    d: bits
+    for d, bits in ((getattr(torch, "quint4x2", None), 4), (getattr(torch, "quint2x4", None), 2))
+    if d is not None
+}
+
+
+def neg_view(t: torch.Tensor) -> torch.Tensor:
+    """A view of ``t`` with the negative bit flipped (``torch._neg_view``, every torch >= 1.10).
+
+    The only way to rebuild a neg-bit view (``z.conj().imag``) that shares its base's storage; no
+    public spelling exists on any supported version.
+    """
+    return torch._neg_view(t)
+
+
+def is_opaque_flatten_member(obj: object) -> bool:
+    """Whether a non-tensor attribute named by ``__tensor_flatten__`` holds no tensor data.
+
+    torch >= 2.12's DTensor names its ``device_mesh`` (a DeviceMesh) among the inner attributes;
+    older releases name tensors only. A missing attribute or a container could hide tensors, so
+    only other objects count as opaque.
+    """
+    return obj is not None and not isinstance(obj, (list, tuple, dict, set, frozenset))

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from torch.testing._internal.two_tensor import TwoTensor
 
 import compat
-from compat import sharing
+from compat import _overlap, saving
 from tests import oracle, torchao_api
 from tests.strategies import Case, base_tensor, cases
 
@@ -222,7 +222,7 @@ def test_b5_b6_lone_partial_and_empty_views_pass_through(backend: str) -> None:
             continue
         to_save, metadata, restored = save_and_restore(sd)
         assert set(to_save) == set(sd)
-        assert set(metadata) == {sharing.METADATA_KEY}
+        assert set(metadata) == {saving.METADATA_KEY}
         assert (
             to_save["b" if "b" in sd else "a"].data_ptr()
             == sd["b" if "b" in sd else "a"].data_ptr()
@@ -390,7 +390,7 @@ def test_a_pair_the_solver_gives_up_on_counts_as_overlapping(
     origins = {k: ("x", 0) for k in sd}
     assert oracle.overlapping_groups(sd, origins) == set()  # truly disjoint
     assert compat.find_overlapping_tensors(sd) == []
-    monkeypatch.setattr(sharing, "_MAX_WORK", 1)
+    monkeypatch.setattr(_overlap, "_MAX_WORK", 1)
     assert compat.find_overlapping_tensors(sd) == [frozenset("ab")]  # unproven: assume overlap
     if backend not in DATALESS:
         _, _, restored = save_and_restore(sd)
@@ -464,13 +464,13 @@ def test_restore_without_a_record_returns_the_tensors_and_a_bad_record_is_named(
     assert compat.restore_aliases(t, {"format": "pt"}) == t
     w = torch.ones(4)
     to_save, metadata = compat.dedup_for_save({"a": w, "b": w[None]})
-    record = json.loads(metadata[sharing.METADATA_KEY])
+    record = json.loads(metadata[saving.METADATA_KEY])
     view = next(iter(record["views"]))
     record["views"][view]["offset"] = 4096
     with pytest.raises(ValueError, match=re.escape(repr(view))):
-        compat.restore_aliases(to_save, {sharing.METADATA_KEY: json.dumps(record)})
+        compat.restore_aliases(to_save, {saving.METADATA_KEY: json.dumps(record)})
     with pytest.raises(ValueError, match="not valid JSON"):
-        compat.restore_aliases(to_save, {sharing.METADATA_KEY: "{"})
+        compat.restore_aliases(to_save, {saving.METADATA_KEY: "{"})
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,313 @@
+"""Collecting the plain tensors of a state dict and grouping them by the memory they live in.
+
+A *leaf* is a plain strided tensor: a value of the mapping, or an inner tensor of a traceable
+wrapper subclass (TorchAO, DTensor) reached through ``__tensor_flatten__``, recursively. Storage
+identity is the ``StorageImpl`` behind ``Tensor.untyped_storage()`` (its ``_cdata`` address, the
+key ``torch.save`` itself uses), never its data pointer: meta and fake tensors have a pointer of 0,
+and one buffer imported twice (``torch.from_numpy``, ``frombuffer``, DLPack) gives two
+``StorageImpl`` objects whose byte ranges intersect; those are merged by address into one
+*storage group*. Verified on torch 2.3.1, 2.4.1, 2.5.1 and 2.6.0: views and dtype views of one
+tensor report one ``_cdata``; distinct storages (meta and fake included) report distinct ones while
+both are alive, which every tensor of the mapping is during a call.
+
+Everything that cannot be reasoned about byte by byte is refused here, the same way for every
+public function: a TypeError naming the key and the layout (see :func:`layout_error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from compat import _features
+from compat._intervals import UnionFind, runs
+from compat._messages import show, type_name
+
+__all__ = ["Leaves", "collect", "layout_error", "storage_groups", "storage_roots"]
+
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_ACCEPTED = (
+    "accepted: strided tensors (dense or any view, on any device, meta and fake included; "
+    "quantized, conjugate and negative-bit views too), and traceable wrapper subclasses "
+    "(TorchAO, DTensor) whose inner tensors are such tensors"
+)
+
+
+class Leaves:
+    """Every leaf reachable from the mapping, keyed by storage, in parallel lists."""
+
+    __slots__ = (
+        "devices",
+        "flattened",
+        "names",
+        "outer",
+        "owner",
+        "paths",
+        "repeated",
+        "repeated_leaves",
+        "st_device",
+        "st_first",
+        "st_nbytes",
+        "st_ptr",
+        "storage",
+        "tensors",
+        "zeros",
+    )
+
+    def __init__(self) -> None:
+        self.flattened = False  # True once a subclass was flattened (leaves != names)
+        self.repeated: set[int] = set()  # storages that hold more than one leaf
+        self.devices: set[torch.device] = set()  # of the storages
+        self.repeated_leaves: list[int] = []  # leaves whose storage an earlier leaf also uses
+        self.zeros: list[int] = []  # leaves that are ZeroTensors (no storage at all)
+        self.names: list[str] = []  # mapping keys, in mapping order
+        self.outer: list[tuple[Any, ...] | None] = []  # per name: subclass descriptor, or None
+        self.tensors: list[torch.Tensor] = []  # per leaf
+        self.owner: list[int] = []  # per leaf: index into names
+        self.paths: list[str] = []  # per leaf: "attr/attr" inside its name ("" for a plain tensor)
+        self.storage: list[int] = []  # per leaf: index into st_*
+        self.st_first: list[int] = []  # per storage: its first leaf
+        self.st_ptr: list[int] = []  # per storage: data pointer (0: no data)
+        self.st_nbytes: list[int] = []
+        self.st_device: list[torch.device] = []
+
+    def where(self, leaf: int) -> str:
+        """The key of a leaf, with its path inside a subclass (``"w/inner/data"``)."""
+        path = self.paths[leaf]
+        name = self.names[self.owner[leaf]]
+        return f"{name}/{path}" if path else name
+
+
+def layout_error(where: str, tensor: torch.Tensor) -> TypeError:
+    """The one error for a tensor whose memory is not a strided storage (or has none)."""
+    layout = tensor.layout
+    if tensor.is_nested:
+        kind = "nested"
+    elif layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        kind = "sparse"
+    elif layout in (torch.sparse_bsr, torch.sparse_bsc):
+        kind = "block-sparse"
+    elif layout is torch._mkldnn:  # type: ignore[attr-defined]
+        kind = "mkldnn"
+    else:
+        kind = type_name(tensor)
+    return TypeError(
+        f"key {where!r} holds a {kind} tensor (layout {layout}): its elements are not addressed "
+        f"by sizes and strides over one storage, so what it shares cannot be decided; {_ACCEPTED}"
+    )
+
+
+def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = True) -> Leaves:
+    """Every leaf of ``tensors`` with its storage; raises TypeError naming a bad key or value."""
+    if not isinstance(tensors, Mapping):
+        raise TypeError(
+            f"expected a mapping of str -> torch.Tensor (a state dict), got {type_name(tensors)}"
+        )
+    out = Leaves()
+    names, outer = out.names, out.outer
+    leaf_tensors, owner, paths, storage = out.tensors, out.owner, out.paths, out.storage
+    st_ptr, st_nbytes, st_device = out.st_ptr, out.st_nbytes, out.st_device
+    cdata_index: dict[int, int] = {}
+    repeated, devices = out.repeated, out.devices
+    repeated_leaves, st_first = out.repeated_leaves, out.st_first
+    tensor_type, parameter_type, strided = torch.Tensor, torch.nn.Parameter, torch.strided
+
+    def add_storage(tensor: torch.Tensor, index: int, path: str) -> int:
+        try:
+            st = tensor.untyped_storage()
+            cdata: int = st._cdata
+            sid = cdata_index.get(cdata)
+            if sid is not None:
+                repeated.add(sid)
+                repeated_leaves.append(len(storage))  # the index this leaf is about to get
+                return sid
+            device = st.device
+            # A meta storage (meta tensors, and fake tensors, whose storage is meta on every
+            # supported torch) has no address; asking a fake one for it warns on 2.4-2.6.
+            ptr = 0 if device.type == "meta" else st.data_ptr()
+            nbytes = st.nbytes()
+        except Exception as exc:
+            where = names[index] + (f"/{path}" if path else "")
+            if tensor.layout is not strided:
+                raise layout_error(where, tensor) from exc
+            if not tensor._is_zerotensor():
+                raise TypeError(
+                    f"key {where!r}: a {type_name(tensor)} (device {tensor.device}) exposes no "
+                    "storage and cannot be flattened through __tensor_flatten__; "
+                    f"{_ACCEPTED} ({type(exc).__name__}: {exc})"
+                ) from exc
+            # A ZeroTensor reads zeros without any memory: a storage of its own, holding nothing.
+            out.zeros.append(len(storage))
+            cdata, device, ptr, nbytes = -1 - len(storage), tensor.device, 0, 0
+        sid = len(st_ptr)
+        cdata_index[cdata] = sid
+        st_first.append(len(storage))
+        devices.add(device)
+        st_device.append(device)
+        st_ptr.append(ptr)
+        st_nbytes.append(nbytes)
+        return sid
+
+    for key, value in tensors.items():
+        if not isinstance(key, str):
+            raise TypeError(f"key {show(key)} is not a str; accepted: str keys only")
+        index = len(names)
+        names.append(key)
+        cls = type(value)
+        if cls is tensor_type or cls is parameter_type:
+            if value.is_nested:  # nested tensors report a strided layout and a storage
+                raise layout_error(key, value)
+            outer.append(None)
+            leaf_tensors.append(value)
+            owner.append(index)
+            paths.append("")
+            storage.append(add_storage(value, index, ""))
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"key {key!r} holds a {type_name(value)}; accepted: torch.Tensor values (plain "
+                "tensors, parameters, or wrapper subclasses that implement __tensor_flatten__)"
+            )
+        if value.layout is not strided or value.is_nested:  # e.g. a jagged NestedTensor
+            raise layout_error(key, value)
+        pending: list[tuple[torch.Tensor, str]] = []
+        if is_traceable_wrapper_subclass(value):
+            if not allow_subclasses:
+                raise TypeError(
+                    f"key {key!r} holds a {cls.__name__}, a tensor subclass whose data lives in "
+                    "inner tensors; a safetensors file holds plain tensors only and rebuilding "
+                    f"this {cls.__name__} needs its Python context, so it cannot be saved "
+                    "losslessly here. Accepted: plain tensors (save the subclass's inner tensors, "
+                    "from __tensor_flatten__(), under names of your own)"
+                )
+            outer.append(_flatten_into(key, value, "", pending))
+            out.flattened = True
+        else:
+            outer.append(None)
+            pending.append((value, ""))
+        for tensor, path in pending:
+            if tensor.is_nested:
+                raise layout_error(f"{key}/{path}" if path else key, tensor)
+            leaf_tensors.append(tensor)
+            owner.append(index)
+            paths.append(path)
+            storage.append(add_storage(tensor, index, path))
+    return out
+
+
+def _flatten_into(
+    key: str, value: torch.Tensor, path: str, pending: list[tuple[torch.Tensor, str]]
+) -> tuple[Any, ...]:
+    """Append ``value``'s inner plain tensors to ``pending``; return a hashable descriptor."""
+    where = key + (f"/{path}" if path else "")
+    try:
+        attrs, ctx = value.__tensor_flatten__()  # type: ignore[attr-defined]
+    except Exception as exc:
+        raise TypeError(
+            f"key {where!r}: {type(value).__name__}.__tensor_flatten__() failed "
+            f"({type(exc).__name__}: {exc}); accepted: subclasses that can be flattened"
+        ) from exc
+    inner: list[tuple[Any, ...]] = []
+    for attr in attrs:
+        child = getattr(value, attr, None)
+        child_path = f"{path}/{attr}" if path else str(attr)
+        if not isinstance(child, torch.Tensor):
+            if not _features.is_opaque_flatten_member(child):
+                raise TypeError(
+                    f"key {where!r}: {type(value).__name__}.__tensor_flatten__() names {attr!r}, "
+                    f"which holds a {type_name(child)}; accepted: inner tensors, or opaque "
+                    "non-tensor objects such as a DTensor's DeviceMesh"
+                )
+            # No storage to sweep; it takes part in identity through its repr, as the flatten
+            # context does.
+            inner.append((attr, "opaque", f"{type(child).__qualname__}: {child!r}"))
+            continue
+        if child.layout is not torch.strided:
+            raise layout_error(f"{key}/{child_path}", child)
+        if type(child) not in _PLAIN_TYPES and is_traceable_wrapper_subclass(child):
+            inner.append((attr, _flatten_into(key, child, child_path, pending)))
+        else:
+            pending.append((child, child_path))
+            inner.append((attr,))
+    cls = type(value)
+    return (
+        f"{cls.__module__}.{cls.__qualname__}",
+        value.dtype,
+        tuple(value.shape),
+        repr(ctx),
+        tuple(inner),
+    )
+
+
+# --- storage groups ------------------------------------------------------------------------------
+
+
+def storage_roots(leaves: Leaves) -> dict[int, int]:
+    """Storage index -> its group's root, for storages whose group can hold two or more leaves.
+
+    A storage group is one ``StorageImpl``, merged with every other one on the same device whose
+    byte range ``[ptr, ptr + nbytes)`` intersects it (one buffer imported twice). Storages that
+    hold a single leaf and merge with nothing are left out: no group can form there. O(s log s)
+    for s storages with data.
+    """
+    st_ptr, st_nbytes, st_device = leaves.st_ptr, leaves.st_nbytes, leaves.st_device
+    with_data = [sid for sid, ptr in enumerate(st_ptr) if ptr]
+    if len(leaves.devices) == 1:
+        per_device = [with_data]
+    else:
+        by_device: dict[torch.device, list[int]] = {}
+        for sid in with_data:
+            by_device.setdefault(st_device[sid], []).append(sid)
+        per_device = list(by_device.values())
+    uf: UnionFind | None = None
+    for sids in per_device:
+        los = [st_ptr[sid] for sid in sids]
+        his = [lo + st_nbytes[sid] for lo, sid in zip(los, sids, strict=True)]
+        for run in runs(los, his):
+            if len(run) > 1:
+                if uf is None:
+                    uf = UnionFind(len(st_ptr))
+                for i in run[1:]:
+                    uf.union(sids[run[0]], sids[i])
+    roots = {sid: sid for sid in leaves.repeated}
+    if uf is not None:
+        find = uf.find
+        for sid in range(len(st_ptr)):
+            found = find(sid)
+            if found != sid:
+                roots[sid] = found
+                roots[found] = found
+        for sid in leaves.repeated:
+            roots[sid] = find(sid)
+    return roots
+
+
+def candidates(leaves: Leaves, roots: dict[int, int]) -> list[int]:
+    """Every leaf on a storage in ``roots``, in mapping order, without scanning the others."""
+    st_first = leaves.st_first
+    out = [st_first[sid] for sid in roots]
+    out += leaves.repeated_leaves
+    out.sort()
+    return out
+
+
+def storage_groups(leaves: Leaves, roots: dict[int, int] | None = None) -> list[list[int]]:
+    """Leaf indices per storage group (see :func:`storage_roots`), two or more leaves each, in
+    mapping order within a group and by first leaf across groups."""
+    if roots is None:
+        roots = storage_roots(leaves)
+    if not roots:
+        return []
+    members: dict[int, list[int]] = {}
+    storage = leaves.storage
+    for leaf in candidates(leaves, roots):
+        root = roots[storage[leaf]]
+        found = members.get(root)
+        if found is None:
+            members[root] = [leaf]
+        else:
+            found.append(leaf)
+    return [group for group in members.values() if len(group) > 1]
