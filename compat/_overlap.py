@@ -27,6 +27,7 @@ NumPy is imported only when step 4 meets a pair its shortcuts cannot decide.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import torch
@@ -34,7 +35,7 @@ import torch
 from compat import _features
 from compat._intervals import UnionFind, runs
 
-__all__ = ["Geom", "exact_overlap", "overlap_components"]
+__all__ = ["Geom", "Shape", "exact_overlap", "geometries", "overlap_components"]
 
 # The exact test's work cap per pair (numpy's ``max_work``): candidate solutions it may visit before
 # giving up. Realistic slicing needs at most a handful; numpy's own adversarial example gives up at
@@ -48,59 +49,64 @@ _MAX_NODES: Final = 4096
 Key = tuple[Any, ...]
 
 
-class Geom:
-    """One non-empty leaf's footprint in its storage group's coordinates (bytes)."""
+class Shape:
+    """What a footprint looks like from its start: shared by every leaf of equal sizes, strides
+    and dtype (computed once per distinct triple)."""
 
     __slots__ = (
         "bstrides",
+        "contiguous",
         "dense",
         "dtype",
-        "hi",
+        "extent",
+        "ident",
         "injective",
-        "leaf",
-        "lo",
-        "shape_key",
+        "key",
         "sizes",
         "strides",
-        "tensor",
     )
 
-    def __init__(self, leaf: int, tensor: torch.Tensor, origin: int, where: str = "") -> None:
-        dtype = tensor.dtype
+    def __init__(
+        self, sizes: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype
+    ) -> None:
         e = dtype.itemsize
-        sizes: tuple[int, ...] = tuple(tensor.shape)
-        strides: tuple[int, ...] = tuple(tensor.stride())
-        self.leaf = leaf
-        self.tensor = tensor
-        self.dtype = dtype
         self.sizes = sizes
         self.strides = strides
-        self.lo: int = origin + int(tensor.storage_offset()) * e
-        self.bstrides = tuple(s * e for s in strides)
-        if tensor.is_contiguous():  # the common case: dense, injective, extent = numel bytes
-            bits = _features.SUB_BYTE_BITS.get(dtype)
-            n = tensor.numel() * e if bits is None else -(-tensor.numel() * bits // 8)
-            self.hi: int = self.lo + n
+        self.dtype = dtype
+        self.bstrides = bstrides = tuple(s * e for s in strides)
+        # Strides of size-1 dims address nothing: normalised for identity.
+        self.ident: Key = (
+            dtype,
+            sizes,
+            tuple(0 if n == 1 else s for n, s in zip(sizes, strides, strict=True)),
+        )
+        step = 1
+        contiguous = True
+        for n, st in zip(reversed(sizes), reversed(strides), strict=True):
+            if n != 1 and st != step:
+                contiguous = False
+                break
+            step *= n
+        self.contiguous = contiguous
+        bits = _features.SUB_BYTE_BITS.get(dtype)
+        if bits is not None:
+            numel = 1
+            for n in sizes:
+                numel *= n
+            self.extent = -(-numel * bits // 8)  # packed: ceil(numel * bits / 8) bytes
             self.dense = self.injective = True
-            self.shape_key: Key = (n,)
+            self.key: Key = (self.extent,)
             return
-        if dtype in _features.SUB_BYTE_BITS:
-            raise TypeError(
-                f"key {where!r} is a non-contiguous {dtype} view: torch does not address the "
-                "packed elements of a sub-byte quantized tensor through strides (its own reads "
-                "of such a view are wrong); accepted: contiguous sub-byte quantized tensors"
-            )
         # Dims that move through memory, by stride: size-1 and stride-0 dims address nothing new.
-        dims = sorted(((b, n) for n, b in zip(sizes, self.bstrides, strict=True) if n > 1 and b))
-        span = sum((n - 1) * b for b, n in dims)
-        self.hi = self.lo + span + e
+        dims = sorted((b, n) for n, b in zip(sizes, bstrides, strict=True) if n > 1 and b)
+        self.extent = sum((n - 1) * b for b, n in dims) + e
         # Dense (footprint == extent) iff the moving dims tile memory with no gap, smallest first.
         # Injective (no byte touched twice) is the weaker, sufficient check "each stride exceeds
         # the span of the smaller ones", plus no stride-0 dim; used only to bound copies.
         expected = e
         dense = True
         reach = e - 1
-        injective = all(b or n == 1 for n, b in zip(sizes, self.bstrides, strict=True))
+        injective = all(b or n == 1 for n, b in zip(sizes, bstrides, strict=True))
         for b, n in dims:
             if b != expected:
                 dense = False
@@ -110,16 +116,56 @@ class Geom:
             reach += (n - 1) * b
         self.dense = dense
         self.injective = injective
-        self.shape_key = (span + e,) if dense else (e, *dims)
+        self.key = (self.extent,) if dense else (e, *dims)
+
+
+class Geom:
+    """One non-empty leaf's footprint in its storage group's coordinates (bytes)."""
+
+    __slots__ = ("hi", "leaf", "lo", "shape", "tensor")
+
+    def __init__(self, leaf: int, tensor: torch.Tensor, lo: int, shape: Shape) -> None:
+        self.leaf = leaf
+        self.tensor = tensor
+        self.lo = lo
+        self.hi = lo + shape.extent
+        self.shape = shape
 
     def identity(self) -> Key:
         """Same start byte, dtype, shape and strides (size-1 dims normalised)."""
-        return (
-            self.lo,
-            self.dtype,
-            self.sizes,
-            tuple(0 if n == 1 else s for n, s in zip(self.sizes, self.strides, strict=True)),
-        )
+        return (self.lo, self.shape.ident)
+
+
+def geometries(
+    leaves: Iterable[int],
+    tensors: list[torch.Tensor],
+    origin: Callable[[int], int],
+    where: Callable[[int], str],
+) -> list[Geom]:
+    """A :class:`Geom` for every non-empty leaf (``origin(leaf)``: its storage's first byte)."""
+    shapes: dict[Key, Shape] = {}
+    out: list[Geom] = []
+    sub_byte = _features.SUB_BYTE_BITS
+    for leaf in leaves:
+        t = tensors[leaf]
+        if not t.numel():
+            continue
+        dtype = t.dtype
+        sizes = tuple(t.shape)
+        strides = tuple(t.stride())
+        key = (sizes, strides, dtype)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = Shape(sizes, strides, dtype)  # type: ignore[arg-type]
+            if dtype in sub_byte and not shape.contiguous:
+                raise TypeError(
+                    f"key {where(leaf)!r} is a non-contiguous {dtype} view: torch does not "
+                    "address the packed elements of a sub-byte quantized tensor through strides "
+                    "(its own reads of such a view are wrong); accepted: contiguous sub-byte "
+                    "quantized tensors"
+                )
+        out.append(Geom(leaf, t, origin(leaf) + int(t.storage_offset()) * dtype.itemsize, shape))
+    return out
 
 
 # --- the exact test ------------------------------------------------------------------------------
@@ -141,9 +187,10 @@ class _AddressOnly:
 
 
 def _solver_shape(g: Geom) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    if g.dense:  # its footprint is its extent: one run of bytes
-        return (g.hi - g.lo,), (1,)
-    return (*g.sizes, g.dtype.itemsize), (*g.bstrides, 1)
+    shape = g.shape
+    if shape.dense:  # its footprint is its extent: one run of bytes
+        return (shape.extent,), (1,)
+    return (*shape.sizes, shape.dtype.itemsize), (*shape.bstrides, 1)
 
 
 def _shares(lo_a: int, shape_a: Any, lo_b: int, shape_b: Any) -> bool:
@@ -170,9 +217,9 @@ def exact_overlap(a: Geom, b: Geom) -> bool:
     if a.lo == b.lo or a.hi == b.hi:
         return True
     for x, y in ((a, b), (b, a)):
-        if x.dense and (x.lo <= y.lo < x.hi or x.lo < y.hi <= x.hi):
+        if x.shape.dense and (x.lo <= y.lo < x.hi or x.lo < y.hi <= x.hi):
             return True
-    key_a, key_b = (a.lo, a.shape_key), (b.lo, b.shape_key)
+    key_a, key_b = (a.lo, a.shape.key), (b.lo, b.shape.key)
     if key_a > key_b:
         a, b = b, a  # a canonical order, so the answer cannot depend on the mapping's order
     return _shares(a.lo, _solver_shape(a), b.lo, _solver_shape(b))
@@ -182,7 +229,7 @@ def _touches(g: Geom, lo: int, hi: int) -> bool:
     """Whether ``g``'s footprint has a byte in ``[lo, hi)``."""
     if g.hi <= lo or hi <= g.lo:
         return False
-    if lo <= g.lo < hi or lo < g.hi <= hi or g.dense:
+    if lo <= g.lo < hi or lo < g.hi <= hi or g.shape.dense:
         return True
     return _shares(g.lo, _solver_shape(g), lo, ((hi - lo,), (1,)))
 
@@ -246,7 +293,7 @@ def _family_components(members: list[Geom], uf: UnionFind) -> bool:
     """Union every overlapping pair of one family (distinct starts); False if left undecided."""
     members.sort(key=lambda g: g.lo)
     starts = [g.lo for g in members]
-    pieces = _difference_pieces(members[0].shape_key, starts[-1] - starts[0])
+    pieces = _difference_pieces(members[0].shape.key, starts[-1] - starts[0])
     if pieces is None:
         return False
     # Every member overlapping ``a`` is a contiguous index range of the sorted starts per piece.
@@ -292,16 +339,16 @@ def overlap_components(geoms: list[Geom], uf: UnionFind) -> None:
     dense: list[Geom] = []
     families: dict[Key, list[Geom]] = {}
     for g in geoms:
-        ident = (g.lo, g.shape_key)
+        if g.shape.dense:  # equal dense footprints meet in the sweep below
+            dense.append(g)
+            continue
+        ident = (g.lo, g.shape.key)
         first = reps.get(ident)
         if first is not None:
             uf.union(first.leaf, g.leaf)
         else:
             reps[ident] = g
-            if g.dense:
-                dense.append(g)
-            else:
-                families.setdefault(g.shape_key, []).append(g)
+            families.setdefault(g.shape.key, []).append(g)
     # Dense leaves: each chained run of extents is one component covering [run_lo, run_hi).
     dense_runs: list[tuple[int, int, int]] = []
     if dense:
@@ -334,15 +381,15 @@ def overlap_components(geoms: list[Geom], uf: UnionFind) -> None:
     # Non-dense pairs not decided by a family: a sweep with one active list per family.
     if len(others) < 2 or (len(families) == 1 and decided):
         return
-    others.sort(key=lambda g: (g.lo, g.shape_key))
+    others.sort(key=lambda g: (g.lo, g.shape.key))
     active: dict[Key, list[Geom]] = {}
     for g in others:
         lo = g.lo
         for key, live in active.items():
-            if key == g.shape_key and key in decided:
+            if key == g.shape.key and key in decided:
                 continue
             live[:] = [x for x in live if x.hi > lo]
             for x in live:
                 if find(x.leaf) != find(g.leaf) and exact_overlap(x, g):
                     uf.union(x.leaf, g.leaf)
-        active.setdefault(g.shape_key, []).append(g)
+        active.setdefault(g.shape.key, []).append(g)

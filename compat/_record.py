@@ -116,16 +116,62 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# --- writing (every object's keys in sorted order, so the JSON is canonical) ----------------------
+
+
 def quant_fields(quant: Quantizer, store: Any) -> dict[str, Any]:
     """The ``Q`` object for a quantizer; ``store(tensor) -> name`` saves a per-channel tensor."""
     if quant.scales is None or quant.zero_points is None:
-        return {"scheme": PER_TENSOR, "scale": quant.scale.hex(), "zero_point": quant.zero_point}
+        return {"scale": quant.scale.hex(), "scheme": PER_TENSOR, "zero_point": quant.zero_point}
     return {
-        "scheme": quant.scheme,
         "axis": quant.axis,
         "scales": store(quant.scales),
+        "scheme": quant.scheme,
         "zero_points": store(quant.zero_points),
     }
+
+
+def view_entry(
+    base: str,
+    offset: int,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    stride: tuple[int, ...],
+    bits: dict[str, Any],
+) -> dict[str, Any]:
+    """A ``views`` entry; ``bits`` holds the optional conj / neg / quant fields."""
+    entry: dict[str, Any] = {"base": base}
+    if "conj" in bits:
+        entry["conj"] = bits["conj"]
+    entry["dtype"] = dtype_name(dtype)
+    if "neg" in bits:
+        entry["neg"] = bits["neg"]
+    entry["offset"] = offset
+    if "quant" in bits:
+        entry["quant"] = bits["quant"]
+    entry["shape"] = list(shape)
+    entry["stride"] = list(stride)
+    return entry
+
+
+def dumps(
+    aliases: dict[str, str],
+    views: dict[str, dict[str, Any]],
+    bases: dict[str, dict[str, Any]],
+    empty: dict[str, dict[str, Any]],
+    qparams: list[str],
+) -> str:
+    """The record's JSON, in the current format version; entries sorted by name."""
+    record: dict[str, Any] = {
+        "aliases": dict(sorted(aliases.items())),
+        "bases": dict(sorted(bases.items())),
+        "empty": dict(sorted(empty.items())),
+    }
+    if qparams:
+        record["qparams"] = qparams
+    record["version"] = FORMAT_VERSION
+    record["views"] = dict(sorted(views.items()))
+    return json.dumps(record, separators=(",", ":"))
 
 
 # --- parsing -------------------------------------------------------------------------------------

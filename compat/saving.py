@@ -10,7 +10,6 @@ table in :mod:`compat.sharing`; wrapper subclasses and data-less (meta, fake) te
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -93,6 +92,7 @@ class _Plan:
         self.bases: dict[str, dict[str, Any]] = {}
         self.empty: dict[str, dict[str, Any]] = {}
         self.qparams: list[str] = []
+        self.qparam_names: dict[tuple[Any, ...], str] = {}
         self.bits: dict[int, Bits] = {}
         self.ident: dict[int, tuple[Any, ...]] = {}
         self._synthetic = 0  # bases named __alias_base__/<i> so far
@@ -111,17 +111,23 @@ class _Plan:
     def identity(self, g: Geom) -> tuple[Any, ...]:
         found = self.ident.get(g.leaf)
         if found is None:
-            found = self.ident[g.leaf] = (*g.identity(), value_key(g.tensor))
+            found = self.ident[g.leaf] = (g.lo, g.shape.ident, value_key(g.tensor))
         return found
 
     def plain(self, g: Geom) -> bool:
         """Saved as itself, a plain safetensors load then reading its values right."""
-        return g.dtype in _SAVABLE and self.bits_of(g.leaf).plain
+        return g.shape.dtype in _SAVABLE and self.bits_of(g.leaf).plain
 
     def store_qparam(self, t: torch.Tensor) -> str:
-        name = f"{QPARAMS_PREFIX}{len(self.qparams)}"
-        self.qparams.append(name)
-        self.to_save[name] = t.detach().contiguous()
+        """Save per-channel scales or zero points once per distinct value, in a storage of their
+        own (views of one quantized tensor share their quantizer's tensors)."""
+        values = t.tolist()
+        key = (t.dtype, tuple(v.hex() if isinstance(v, float) else v for v in values))
+        name = self.qparam_names.get(key)
+        if name is None:
+            name = self.qparam_names[key] = f"{QPARAMS_PREFIX}{len(self.qparams)}"
+            self.qparams.append(name)
+            self.to_save[name] = t.detach().clone()
         return name
 
     def bits_fields(self, leaf: int) -> dict[str, Any]:
@@ -149,17 +155,18 @@ class _Plan:
                     t.shape, dtype=t.dtype, device=t.device
                 )
             else:
-                entry = {"dtype": dtype_name(t.dtype), "shape": list(t.shape)}
+                entry: dict[str, Any] = {"dtype": dtype_name(t.dtype)}
                 if t.is_quantized:
                     entry.update(self.bits_fields(leaf))
+                entry["shape"] = list(t.shape)
                 self.empty[self.names[leaf]] = entry
         return nonempty
 
-    def components(self, nonempty: list[int]) -> tuple[list[list[Geom]], list[_Region]]:
+    def components(self, nonempty: list[int]) -> tuple[list[Geom | list[Geom]], list[_Region]]:
         """Overlap components: those saved as a single tensor, and regions needing a base."""
         leaves, tensors = self.leaves, self.tensors
         uf = UnionFind(len(tensors))
-        singles: list[list[Geom]] = []
+        singles: list[Geom | list[Geom]] = []
         regions: list[_Region] = []
         grouped: set[int] = set()
         for group in storage_groups(leaves):
@@ -167,21 +174,19 @@ class _Plan:
             grouped.update(group)
             overlap_components(geoms, uf)
             self._plan_regions(geoms, uf, singles, regions)
-        st_ptr, storage = leaves.st_ptr, leaves.storage
-        for leaf in nonempty:
-            if leaf not in grouped:
-                g = Geom(leaf, tensors[leaf], st_ptr[storage[leaf]], leaves.where(leaf))
-                if g.injective and self.plain(g):
-                    singles.append([g])
-                else:
-                    regions.append(_Region([g]))
+        alone = (leaf for leaf in nonempty if leaf not in grouped)
+        for g in geometries(leaves, alone, tensors):
+            if g.shape.injective and self.plain(g):
+                singles.append(g)
+            else:
+                regions.append(_Region([g]))
         return singles, regions
 
     def _plan_regions(
         self,
         geoms: list[Geom],
         uf: UnionFind,
-        singles: list[list[Geom]],
+        singles: list[Geom | list[Geom]],
         regions: list[_Region],
     ) -> None:
         """Split one storage group's overlap components into singly-saved ones and regions.
@@ -191,30 +196,60 @@ class _Plan:
         covering base; components whose extents intersect a base's are folded into it, so no
         byte is written twice.
         """
-        components: dict[int, list[Geom]] = {}
-        for g in geoms:
-            components.setdefault(uf.find(g.leaf), []).append(g)
-        items = list(components.values())
-        simple = []
-        for members in items:
-            first = self.identity(members[0])
+        find = uf.find
+        roots = [find(g.leaf) for g in geoms]
+        sizes: dict[int, int] = {}
+        for root in roots:
+            sizes[root] = sizes.get(root, 0) + 1
+        # Components: a lone geometry, or a list of the members of a larger one.
+        items: list[Geom | list[Geom]] = []
+        grouped: dict[int, list[Geom]] = {}
+        for g, root in zip(geoms, roots, strict=True):
+            if sizes[root] == 1:
+                items.append(g)
+            else:
+                found = grouped.get(root)
+                if found is None:
+                    found = grouped[root] = []
+                    items.append(found)
+                found.append(g)
+        simple: list[bool] = []
+        los: list[int] = []
+        his: list[int] = []
+        for item in items:
+            if isinstance(item, Geom):
+                simple.append(item.shape.injective and self.plain(item))
+                los.append(item.lo)
+                his.append(item.hi)
+                continue
+            first = self.identity(item[0])
             simple.append(
-                members[0].injective
-                and self.plain(members[0])
-                and all(self.identity(g) == first for g in members[1:])
+                item[0].shape.injective
+                and self.plain(item[0])
+                and all(self.identity(g) == first for g in item[1:])
             )
-        los = [min(g.lo for g in members) for members in items]
-        his = [max(g.hi for g in members) for members in items]
+            los.append(min(g.lo for g in item))
+            his.append(max(g.hi for g in item))
         for run in runs(los, his):
             if all(simple[i] for i in run):
                 singles.extend(items[i] for i in run)
             else:
-                regions.append(_Region([g for i in run for g in items[i]]))
+                members: list[Geom] = []
+                for i in run:
+                    item = items[i]
+                    if isinstance(item, Geom):
+                        members.append(item)
+                    else:
+                        members.extend(item)
+                regions.append(_Region(members))
 
-    def save_singles(self, singles: list[list[Geom]]) -> None:
+    def save_singles(self, singles: list[Geom | list[Geom]]) -> None:
         """One tensor per identical class, copied only if not contiguous; the others alias it."""
         names, tensors = self.names, self.tensors
         for members in singles:
+            if isinstance(members, Geom):
+                self.to_save[names[members.leaf]] = _raw_contiguous(tensors[members.leaf])
+                continue
             keep = self.pick(g.leaf for g in members)
             self.to_save[names[keep]] = _raw_contiguous(tensors[keep])
             for g in members:
@@ -235,10 +270,7 @@ class _Plan:
             covering = [
                 g.leaf
                 for g in region.geoms
-                if g.lo == region.lo
-                and g.hi == region.hi
-                and self.plain(g)
-                and tensors[g.leaf].is_contiguous()
+                if g.lo == region.lo and g.hi == region.hi and self.plain(g) and g.shape.contiguous
             ]
             classes: dict[tuple[Any, ...], list[Geom]] = {}
             for g in region.geoms:
@@ -261,14 +293,15 @@ class _Plan:
                 else:
                     first = members[0] if len(members) == 1 else self._first(members)
                     target = names[first.leaf]
-                    self.views[target] = {
-                        "base": base_name,
-                        "offset": first.lo - region.lo,
-                        "dtype": dtype_name(first.dtype),
-                        "shape": list(first.sizes),
-                        "stride": list(first.strides),
-                        **self.bits_fields(first.leaf),
-                    }
+                    shape = first.shape
+                    self.views[target] = _record.view_entry(
+                        base_name,
+                        first.lo - region.lo,
+                        shape.dtype,
+                        shape.sizes,
+                        shape.strides,
+                        self.bits_fields(first.leaf),
+                    )
                 for g in members:
                     if names[g.leaf] != target:
                         self.aliases[names[g.leaf]] = target
@@ -280,7 +313,7 @@ class _Plan:
     def _pad_for(self, region: _Region) -> int:
         """Bytes to place before the base so every member's offset is a multiple of its itemsize."""
         for pad in range(ALIGN):
-            if all((g.lo - region.lo + pad) % g.dtype.itemsize == 0 for g in region.geoms):
+            if all((g.lo - region.lo + pad) % g.shape.dtype.itemsize == 0 for g in region.geoms):
                 return pad
         bad = sorted(self.names[g.leaf] for g in region.geoms)
         raise ValueError(
@@ -316,19 +349,12 @@ class _Plan:
         return out
 
     def result(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-        record: dict[str, Any] = {
-            "version": _record.FORMAT_VERSION,
-            "aliases": dict(sorted(self.aliases.items())),
-            "views": dict(sorted(self.views.items())),
-            "bases": dict(sorted(self.bases.items())),
-            "empty": dict(sorted(self.empty.items())),
-        }
-        if self.qparams:
-            record["qparams"] = self.qparams
-        metadata = {name: self._holder(target) for name, target in sorted(self.aliases.items())}
-        for name in sorted(self.views):
-            metadata[name] = self.views[name]["base"]
-        metadata[METADATA_KEY] = json.dumps(record, separators=(",", ":"), sort_keys=True)
+        holder = {name: self._holder(target) for name, target in self.aliases.items()}
+        holder.update((name, view["base"]) for name, view in self.views.items())
+        metadata = dict(sorted(holder.items()))
+        metadata[METADATA_KEY] = _record.dumps(
+            self.aliases, self.views, self.bases, self.empty, self.qparams
+        )
         return dict(sorted(self.to_save.items())), metadata
 
     def _holder(self, target: str) -> str:
@@ -348,7 +374,7 @@ def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 def _with_data(leaves: Leaves) -> list[torch.Tensor]:
     """The leaves detached, ZeroTensors resolved to zeros; ValueError for a tensor without data."""
-    tensors = [t.detach() for t in leaves.tensors]
+    tensors = [t.detach() if t.requires_grad else t for t in leaves.tensors]
     for leaf in leaves.zeros:
         t = tensors[leaf]
         tensors[leaf] = torch.zeros(t.shape, dtype=t.dtype, device=t.device)

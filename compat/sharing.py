@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from compat import _features
+from compat import _features, _overlap
 from compat._intervals import UnionFind, runs
 from compat._overlap import Geom, overlap_components
 from compat._storage import Leaves, collect, storage_groups, storage_roots
@@ -64,11 +64,7 @@ def geometries(leaves: Leaves, group: Iterable[int], tensors: list[torch.Tensor]
     st_ptr, storage = leaves.st_ptr, leaves.storage
     # Storages with data use absolute addresses (so merged aliases line up); a data-less storage
     # (meta, fake) is a group of its own, addressed from 0.
-    return [
-        Geom(leaf, tensors[leaf], st_ptr[storage[leaf]], leaves.where(leaf))
-        for leaf in group
-        if tensors[leaf].numel()
-    ]
+    return _overlap.geometries(group, tensors, lambda leaf: st_ptr[storage[leaf]], leaves.where)
 
 
 def name_groups(leaves: Leaves, uf: UnionFind, leaf_ids: Iterable[int]) -> Groups:
@@ -232,7 +228,7 @@ def find_identical_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
     for group in storage_groups(leaves):
         by_identity: dict[tuple[Any, ...], int] = {}
         for g in geometries(leaves, group, leaves.tensors):
-            first = by_identity.setdefault((*g.identity(), value_key(g.tensor)), g.leaf)
+            first = by_identity.setdefault((g.lo, g.shape.ident, value_key(g.tensor)), g.leaf)
             if first != g.leaf:
                 uf.union(first, g.leaf)
                 paired.add(first)
