@@ -7,7 +7,7 @@ The record is JSON under ``metadata["__compat_sharing__"]``::
      "views":   {name: {"base", "offset" (bytes), "dtype", "shape", "stride" (elements),
                         "conj": true?, "neg": true?, "quant": Q?}},
      "aliases": {name: a saved or rebuilt name},               # the very same tensor
-     "empty":   {name: {"dtype", "shape", "quant": Q?}},        # zero-element tensors
+     "empty":   {name: {"dtype", "shape", "conj"?, "neg"?, "quant": Q?}},  # no elements
      "qparams": [reserved names of per-channel scales / zero points]}
 
     Q = {"scheme": "per_tensor_affine", "scale": float.hex(), "zero_point": int}
@@ -151,6 +151,20 @@ def view_entry(
         entry["quant"] = bits["quant"]
     entry["shape"] = list(shape)
     entry["stride"] = list(stride)
+    return entry
+
+
+def empty_entry(dtype: torch.dtype, shape: tuple[int, ...], bits: dict[str, Any]) -> dict[str, Any]:
+    """An ``empty`` entry; ``bits`` holds the optional conj / neg / quant fields."""
+    entry: dict[str, Any] = {}
+    if "conj" in bits:
+        entry["conj"] = bits["conj"]
+    entry["dtype"] = dtype_name(dtype)
+    if "neg" in bits:
+        entry["neg"] = bits["neg"]
+    if "quant" in bits:
+        entry["quant"] = bits["quant"]
+    entry["shape"] = list(shape)
     return entry
 
 
@@ -431,7 +445,8 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     empty: dict[str, Empty] = {}
     for name, value in section["empty"].items():
         new_name(name)
-        spec = p.obj(name, value, {"dtype", "shape"}, frozenset({"quant"} if version >= 2 else ()))
+        optional = frozenset({"conj", "neg", "quant"} if version >= 2 else ())
+        spec = p.obj(name, value, {"dtype", "shape"}, optional)
         dtype = p.dtype(name, spec["dtype"])
         shape = p.dims(name, "shape", spec["shape"])
         if 0 not in shape:

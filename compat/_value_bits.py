@@ -143,10 +143,15 @@ def build_view(
 def build_empty(
     shape: tuple[int, ...], dtype: torch.dtype, bits: Bits, device: torch.device
 ) -> torch.Tensor:
-    """A zero-element tensor of ``shape`` and ``dtype`` (quantized with ``bits.quant`` if set)."""
-    if bits.quant is None:
-        return torch.empty(shape, dtype=dtype, device=device)
-    return _empty_quantized(shape, dtype, bits.quant, device)
+    """A zero-element tensor of ``shape`` and ``dtype`` with ``bits``."""
+    if bits.quant is not None:
+        return _empty_quantized(shape, dtype, bits.quant, device)
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if bits.conj:
+        out = out.conj()
+    if bits.neg:
+        out = _features.neg_view(out)
+    return out
 
 
 def _empty_quantized(

@@ -19,7 +19,7 @@ from compat import _features, _record
 from compat._intervals import UnionFind, runs
 from compat._messages import show
 from compat._overlap import Geom, overlap_components
-from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX, dtype_name
+from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX
 from compat._storage import Leaves, collect, storage_groups
 from compat._value_bits import QUANT_STORAGE, Bits, bits_of, build_empty, build_view, value_key
 from compat.device import DeviceLike, ensure_available, for_safetensors
@@ -145,21 +145,20 @@ class _Plan:
 
     def save_empties(self) -> list[int]:
         """Zero-element tensors share nothing: a fresh empty tensor each, or a record entry for a
-        dtype safetensors cannot write (a quantized one with its quantizer). Returns the others."""
+        dtype safetensors cannot write or a tensor with bits (kept: conj, neg, a quantizer).
+        Returns the others."""
         nonempty: list[int] = []
         for leaf, t in enumerate(self.tensors):
             if t.numel():
                 nonempty.append(leaf)
-            elif t.dtype in _SAVABLE:
+            elif t.dtype in _SAVABLE and self.bits_of(leaf).plain:
                 self.to_save[self.names[leaf]] = torch.empty(
                     t.shape, dtype=t.dtype, device=t.device
                 )
             else:
-                entry: dict[str, Any] = {"dtype": dtype_name(t.dtype)}
-                if t.is_quantized:
-                    entry.update(self.bits_fields(leaf))
-                entry["shape"] = list(t.shape)
-                self.empty[self.names[leaf]] = entry
+                self.empty[self.names[leaf]] = _record.empty_entry(
+                    t.dtype, tuple(t.shape), self.bits_fields(leaf)
+                )
         return nonempty
 
     def components(self, nonempty: list[int]) -> tuple[list[Geom | list[Geom]], list[_Region]]:
@@ -336,7 +335,7 @@ class _Plan:
             if start <= region.lo and region.hi <= start + leaves.st_nbytes[sid]:
                 storage = tensors[first_on[sid]].untyped_storage()
                 return _byte_view(storage, device, region.lo - start, n)
-        out = torch.empty(n, dtype=torch.uint8, device=device)
+        out = torch.zeros(n, dtype=torch.uint8, device=device)
         for sid in sorted(first_on):
             start = leaves.st_ptr[sid]
             a = max(region.lo, start)
@@ -375,14 +374,16 @@ def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:
 def _with_data(leaves: Leaves) -> list[torch.Tensor]:
     """The leaves detached, ZeroTensors resolved to zeros; ValueError for a tensor without data."""
     tensors = [t.detach() if t.requires_grad else t for t in leaves.tensors]
-    for leaf in leaves.zeros:
+    for leaf in leaves.zeros:  # each has a storage entry of its own: point it at real zeros
         t = tensors[leaf]
-        tensors[leaf] = torch.zeros(t.shape, dtype=t.dtype, device=t.device)
-    zeros = set(leaves.zeros)
+        resolved = tensors[leaf] = torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        sid = leaves.storage[leaf]
+        if t.numel() and resolved.device.type != "meta":
+            leaves.st_ptr[sid] = resolved.untyped_storage().data_ptr()
+            leaves.st_nbytes[sid] = resolved.untyped_storage().nbytes()
     for leaf, t in enumerate(tensors):
         sid = leaves.storage[leaf]
-        meta = leaves.st_device[sid].type == "meta"
-        if meta or (leaves.st_ptr[sid] == 0 and t.numel() and leaf not in zeros):
+        if leaves.st_device[sid].type == "meta" or (leaves.st_ptr[sid] == 0 and t.numel()):
             raise ValueError(
                 f"key {leaves.where(leaf)!r} is a {t.device.type} tensor with no data (meta or "
                 "fake); there are no bytes to save. Accepted: tensors with data (materialize it "
@@ -438,9 +439,10 @@ def dedup_for_save(
       way too: its integer bytes in a base, its quantizer in the record (the scale as an exact
       float, per-channel scales and zero points as tensors under ``__qparams__/<i>``), rebuilt
       on load with torch's quantized constructors over the base's storage;
-    * a zero-element tensor is saved as a fresh empty tensor (or, for a dtype safetensors cannot
-      write, as a record entry); its lazy bits are dropped (it has no values to read);
-    * a ZeroTensor is saved resolved, as zeros.
+    * a zero-element tensor is saved as a fresh empty tensor, or as a record entry (dtype,
+      shape, bits, quantizer) when safetensors cannot write its dtype or it has bits;
+    * a ZeroTensor (no memory, reads zeros) is saved resolved, as zeros; it comes back as a plain
+      zero tensor.
 
     Guaranteed on every supported torch: for every input name, ``restore_aliases(to_save,
     metadata)`` returns a tensor of the same dtype and shape with the same raw bytes (so NaN

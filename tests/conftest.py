@@ -7,7 +7,9 @@
   matched from matrix.toml by the installed torch / TorchAO versions (a plain ``pytest`` run).
 - Expected failures declared in matrix.toml are applied to the matching tests here.
 - JUnit suite properties record the cell and the exact installed versions.
-- The ``backend`` fixture is parametrized over the backends this cell exercises.
+- The ``backend`` fixture is parametrized over the backends this cell exercises;
+  ``@pytest.mark.with_data`` keeps only backends whose tensors hold bytes (not meta),
+  ``@pytest.mark.dataless`` only the others (the per-backend expectation, as a marker).
 """
 
 from __future__ import annotations
@@ -152,6 +154,19 @@ def _backends() -> list[str]:
     return [b for b in available if b in ("cpu", "meta", cell_backend)]
 
 
+DATALESS = frozenset({"meta"})  # backends whose tensors have no bytes
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "with_data: only backends whose tensors hold bytes")
+    config.addinivalue_line("markers", "dataless: only backends whose tensors hold no bytes")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", _backends())
+        backends = _backends()
+        if metafunc.definition.get_closest_marker("with_data"):
+            backends = [b for b in backends if b not in DATALESS]
+        elif metafunc.definition.get_closest_marker("dataless"):
+            backends = [b for b in backends if b in DATALESS]
+        metafunc.parametrize("backend", backends)

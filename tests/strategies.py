@@ -2,11 +2,22 @@
 
 A drawn :class:`Case` holds the tensors, the provenance of each (which storage it lives in, as the
 strategy knows it, never as compat computes it) and the op chain that made it, for readable
-failure reports. Bases: ndim 1-3, sizes 0-6, dtypes bool, uint8, int16, float16, bfloat16,
-float32, float64, complex64, with random raw bytes (NaN payloads and -0.0 included). Each value is a
-chain of 0-3 ops: slices with steps (zero-size included), select, permute/transpose,
-unsqueeze+expand, as_strided (self-overlap included), unfold, narrow, diagonal, reshape, dtype
-views, and ``.contiguous()`` / ``.clone()`` (new storage when they copy).
+failure reports.
+
+:func:`cases`: bases of ndim 1-3, sizes 0-6, dtypes bool, uint8, int16, float16, bfloat16,
+float32, float64, complex64, complex128, with random raw bytes (NaN payloads and -0.0 included);
+on cpu also quantized bases (quint8, qint8, qint32 per tensor and per channel, with random
+integers and parameters; quint4x2 / quint2x4 per tensor) and ZeroTensors. Each value is a chain
+of 0-3 ops: slices with steps (zero-size included), select, permute/transpose, unsqueeze+expand,
+as_strided (self-overlap included), unfold, narrow, diagonal, reshape, dtype views, conjugate and
+negative-bit views (``conj()``, ``torch._neg_view``, ``.real`` / ``.imag`` of complex views, so
+also ``z.conj().imag``), the integer view of a quantized tensor's storage, and ``.contiguous()``
+/ ``.clone()`` (new storage when they copy). Quantized tensors only get the ops torch supports
+for their scheme (``Tensor.view(dtype)`` and ``_neg_view`` crash the interpreter on them).
+
+:func:`families`: many views of one base sharing a shape, of many sizes: the columns of a
+matrix, strided windows with and without true overlaps, interleaved slices, batched slices,
+optionally with the base, a dtype view of it and a random view beside them.
 """
 
 from __future__ import annotations
@@ -23,7 +34,49 @@ DTYPES = (
     torch.float32,
     torch.float64,
     torch.complex64,
+    torch.complex128,
 )
+# Quantized dtype -> the integer dtype its storage holds.
+QUANTIZED = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}
+SUB_BYTE = {torch.quint4x2: 4, torch.quint2x4: 2}
+PLAIN_OPS = (
+    "slice",
+    "empty_slice",
+    "select",
+    "permute",
+    "expand",
+    "as_strided",
+    "unfold",
+    "narrow",
+    "diagonal",
+    "reshape",
+    "dtype_view",
+    "conj",
+    "neg_view",
+    "real",
+    "imag",
+    "contiguous",
+    "clone",
+)
+# What torch supports on quantized tensors (probed on torch 2.3-2.6): per-channel ones lose
+# most view ops, sub-byte ones all of them.
+PER_TENSOR_OPS = (
+    "slice",
+    "empty_slice",
+    "select",
+    "permute",
+    "expand",
+    "as_strided",
+    "unfold",
+    "narrow",
+    "diagonal",
+    "reshape",
+    "int_view",
+    "contiguous",
+    "clone",
+)
+PER_CHANNEL_OPS = ("slice", "empty_slice", "select", "narrow", "int_view", "clone")
+SUB_BYTE_OPS = ("int_view",)
 NAME_ALPHABET = "abqkvwxyz._/0123456789Ω"
 
 
@@ -62,29 +115,62 @@ def base_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int, device: s
     return raw.view(dtype).reshape(shape).to(device)
 
 
+def quantized_base(draw: st.DrawFn, shape: tuple[int, ...], seed: int) -> tuple[torch.Tensor, str]:
+    """A quantized cpu tensor with random integers and parameters, and its description."""
+    if draw(st.integers(0, 4)) == 0:  # packed sub-byte, per tensor
+        dtype = draw(st.sampled_from(sorted(SUB_BYTE, key=str)))
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(shape, generator=gen) * 4
+        zero_point = draw(st.integers(0, (1 << SUB_BYTE[dtype]) - 1))
+        return torch.quantize_per_tensor(x, 0.5, zero_point, dtype), f"{dtype} per tensor"
+    dtype = draw(st.sampled_from(sorted(QUANTIZED, key=str)))
+    ints = base_tensor(QUANTIZED[dtype], shape, seed, "cpu")
+    scale = st.floats(1e-4, 1e4, allow_nan=False, allow_infinity=False)
+    if not shape or 0 in shape or draw(st.booleans()):
+        point = draw(st.integers(0, 10))
+        q = torch._make_per_tensor_quantized_tensor(ints, draw(scale), point)
+        return q, f"{dtype} per tensor"
+    axis = draw(st.integers(0, len(shape) - 1))
+    n = shape[axis]
+    scales = torch.tensor(draw(st.lists(scale, min_size=n, max_size=n)), dtype=torch.float64)
+    points = torch.tensor(draw(st.lists(st.integers(0, 10), min_size=n, max_size=n)))
+    q = torch._make_per_channel_quantized_tensor(ints, scales, points.to(torch.int64), axis)
+    return q, f"{dtype} per channel (axis {axis})"
+
+
+def _ops_for(t: torch.Tensor) -> tuple[str, ...]:
+    if not t.is_quantized:
+        return PLAIN_OPS
+    if t.dtype in SUB_BYTE:
+        return SUB_BYTE_OPS
+    return PER_TENSOR_OPS if t.qscheme() == torch.per_tensor_affine else PER_CHANNEL_OPS
+
+
+def _int_view(t: torch.Tensor) -> torch.Tensor:
+    """The integers of a quantized tensor, as a plain view of its storage (no copy)."""
+    st_ = t.untyped_storage()
+    bits = SUB_BYTE.get(t.dtype)
+    if bits is not None:
+        n = -(-t.numel() * bits // 8)
+        return torch.empty(0, dtype=torch.uint8).set_(st_, t.storage_offset(), (n,), (1,))
+    out = torch.empty(0, dtype=QUANTIZED[t.dtype], device=t.device)
+    return out.set_(st_, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+
+
 def _apply(draw: st.DrawFn, t: torch.Tensor) -> tuple[torch.Tensor, str, bool] | None:
     """One random view op on ``t``: (result, description, whether it made a new storage)."""
+    if not t.is_quantized:
+        return _apply_op(draw, t)
+    try:
+        return _apply_op(draw, t)
+    except RuntimeError:  # torch's quantized kernels refuse some shapes (e.g. slicing empties)
+        return None
+
+
+def _apply_op(draw: st.DrawFn, t: torch.Tensor) -> tuple[torch.Tensor, str, bool] | None:
     ndim = t.dim()
     shape = tuple(t.shape)
-    op = draw(
-        st.sampled_from(
-            [
-                "slice",
-                "empty_slice",
-                "select",
-                "permute",
-                "expand",
-                "as_strided",
-                "unfold",
-                "narrow",
-                "diagonal",
-                "reshape",
-                "dtype_view",
-                "contiguous",
-                "clone",
-            ]
-        )
-    )
+    op = draw(st.sampled_from(_ops_for(t)))
     if op in ("slice", "empty_slice", "select", "unfold", "narrow") and ndim == 0:
         return None
     if op == "slice":
@@ -167,6 +253,18 @@ def _apply(draw: st.DrawFn, t: torch.Tensor) -> tuple[torch.Tensor, str, bool] |
             return t.view(dtype), f".view({dtype})", False
         except RuntimeError:
             return None
+    if op == "conj":  # a conjugate bit on complex tensors, the tensor itself otherwise
+        return t.conj(), ".conj()", False
+    if op == "neg_view":
+        if t.dtype is torch.bool:
+            return None
+        return torch._neg_view(t), "._neg_view()", False
+    if op in ("real", "imag"):
+        if not t.is_complex():
+            return None
+        return getattr(t, op), f".{op}", False
+    if op == "int_view":
+        return _int_view(t), ".int_view()", False
     if op == "contiguous":
         copies = not t.is_contiguous()
         return t.contiguous(), ".contiguous()" + (" (copy)" if copies else ""), copies
@@ -181,12 +279,20 @@ def cases(draw: st.DrawFn, device: str, max_values: int = 5) -> Case:
     bases: list[torch.Tensor] = []
     descriptions: list[str] = []
     for _ in range(n_bases):
-        dtype = draw(st.sampled_from(DTYPES))
         ndim = draw(st.integers(1, 3))
         shape = tuple(draw(st.lists(st.integers(0, 6), min_size=ndim, max_size=ndim)))
         seed = draw(st.integers(0, 2**31 - 1))
-        bases.append(base_tensor(dtype, shape, seed, device))
-        descriptions.append(f"{dtype} {shape} seed={seed}")
+        kind = draw(st.integers(0, 7)) if device == "cpu" else 7
+        if kind < 2:  # quantized tensors live on cpu here
+            base, text = quantized_base(draw, shape, seed)
+        elif kind == 2:
+            dtype = draw(st.sampled_from(DTYPES))
+            base, text = torch._efficientzerotensor(shape, dtype=dtype), f"zero tensor {dtype}"
+        else:
+            dtype = draw(st.sampled_from(DTYPES))
+            base, text = base_tensor(dtype, shape, seed, device), str(dtype)
+        bases.append(base)
+        descriptions.append(f"{text} {shape} seed={seed}")
     n_values = draw(st.integers(1, max_values))
     names = draw(
         st.lists(
@@ -209,7 +315,8 @@ def cases(draw: st.DrawFn, device: str, max_values: int = 5) -> Case:
             continue
         which = draw(st.integers(0, n_bases - 1))
         t, storage, chain = bases[which], which, f"base{which}"
-        for _ in range(draw(st.integers(0, 3))):
+        ops = 0 if t._is_zerotensor() else draw(st.integers(0, 3))  # a ZeroTensor as itself
+        for _ in range(ops):
             step = _apply(draw, t)
             if step is None:
                 continue
@@ -221,3 +328,49 @@ def cases(draw: st.DrawFn, device: str, max_values: int = 5) -> Case:
         origins[name] = (storage, 0)
         chains[name] = chain
     return Case(tensors, origins, chains, descriptions)
+
+
+FAMILY_KINDS = ("columns", "windows", "interleaved", "batched")
+
+
+@st.composite
+def families(draw: st.DrawFn, device: str) -> Case:
+    """2-48 views of one base with one shape (see the module docstring), named ``v00``..."""
+    kind = draw(st.sampled_from(FAMILY_KINDS))
+    dtype = draw(st.sampled_from(DTYPES))
+    seed = draw(st.integers(0, 2**31 - 1))
+    views: list[tuple[torch.Tensor, str]] = []
+    if kind == "columns":
+        rows, cols = draw(st.integers(1, 5)), draw(st.integers(2, 48))
+        base = base_tensor(dtype, (rows, cols), seed, device)
+        picked = draw(st.sets(st.integers(0, cols - 1), min_size=2))
+        views = [(base[:, i], f"base[:, {i}]") for i in sorted(picked)]
+    elif kind == "windows":  # base[i : i + length : step], overlapping iff length > step
+        length, step = draw(st.integers(2, 12)), draw(st.integers(1, 6))
+        n = draw(st.integers(length + 1, 60))
+        base = base_tensor(dtype, (n,), seed, device)
+        picked = draw(st.sets(st.integers(0, n - length), min_size=2, max_size=48))
+        views = [
+            (base[i : i + length : step], f"base[{i}:{i + length}:{step}]") for i in sorted(picked)
+        ]
+    elif kind == "interleaved":  # base[i :: m]: every extent intersects, no byte is shared
+        m, reps = draw(st.integers(2, 48)), draw(st.integers(1, 4))
+        base = base_tensor(dtype, (m * reps,), seed, device)
+        picked = draw(st.sets(st.integers(0, m - 1), min_size=2))
+        views = [(base[i::m], f"base[{i}::{m}]") for i in sorted(picked)]
+    else:  # batched slices x[:, i] of a (b, n, d) buffer, optionally strided inside
+        b, n, d = draw(st.integers(1, 3)), draw(st.integers(2, 24)), draw(st.integers(1, 4))
+        step = draw(st.integers(1, 2))
+        base = base_tensor(dtype, (b, n, d), seed, device)
+        picked = draw(st.sets(st.integers(0, n - 1), min_size=2))
+        views = [(base[:, i, ::step], f"base[:, {i}, ::{step}]") for i in sorted(picked)]
+    if draw(st.booleans()):
+        views.append((base, "base"))
+    if draw(st.booleans()):
+        step = _apply(draw, base)
+        if step is not None and not step[2]:
+            views.append((step[0], "base" + step[1]))
+    tensors = {f"v{i:02d}": t for i, (t, _) in enumerate(views)}
+    chains = {f"v{i:02d}": text for i, (_, text) in enumerate(views)}
+    origins: dict[str, tuple[object, int]] = {name: (0, 0) for name in tensors}
+    return Case(tensors, origins, chains, [f"{kind}: {dtype} {tuple(base.shape)} seed={seed}"])

@@ -1,0 +1,95 @@
+"""Checks shared by the compat.sharing / compat.saving tests: results, round trips, budgets.
+
+Everything is judged by the independent oracle (tests/oracle.py): raw bytes read from storage,
+resolved values, how each tensor reads its bytes, and the sharing among names on real addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import safetensors.torch
+import torch
+
+import compat
+from compat.saving import METADATA_KEY
+from tests import oracle
+from tests.strategies import Case
+
+QPARAMS_PREFIX = "__qparams__/"
+
+
+def check_shape_of_result(groups: list[frozenset[str]], universe: set[str]) -> None:
+    assert all(isinstance(g, frozenset) and len(g) >= 2 and g <= universe for g in groups)
+    flat = [n for g in groups for n in g]
+    assert len(flat) == len(set(flat)), "groups must be disjoint"
+    assert [min(g) for g in groups] == sorted(min(g) for g in groups), "canonical order"
+
+
+def byte_budget(case: Case) -> int:
+    """What to_save may hold: every distinct storage once, plus ZeroTensors written as zeros."""
+    seen: dict[object, int] = {}
+    zeros = 0
+    for name, t in case.tensors.items():
+        if t._is_zerotensor():
+            zeros += t.numel() * t.element_size()
+        elif t.numel():
+            seen[case.origins[name][0]] = t.untyped_storage().nbytes()
+    return sum(seen.values()) + zeros
+
+
+def saved_bytes(to_save: dict[str, torch.Tensor]) -> int:
+    """Bytes written, without the per-channel quantizer tensors (metadata, not data)."""
+    return sum(
+        t.numel() * t.element_size()
+        for name, t in to_save.items()
+        if not name.startswith(QPARAMS_PREFIX)
+    )
+
+
+def assert_same_tensor(got: torch.Tensor, want: torch.Tensor, name: str) -> None:
+    """Same dtype, shape, raw bytes, way of reading them (bits, quantizer) and values."""
+    assert got.dtype == want.dtype, name
+    assert tuple(got.shape) == tuple(want.shape), name
+    assert oracle.raw_bytes(got) == oracle.raw_bytes(want), f"bytes of {name!r} differ"
+    if not want._is_zerotensor():  # a ZeroTensor comes back as plain zeros (resolved)
+        assert oracle.reading(got) == oracle.reading(want), f"{name!r} reads its bytes differently"
+    assert oracle.values(got) == oracle.values(want), f"values of {name!r} differ"
+
+
+def assert_round_trip(
+    original: dict[str, torch.Tensor],
+    restored: dict[str, torch.Tensor],
+    original_origins: dict[str, oracle.Origin],
+) -> None:
+    assert set(restored) == set(original)
+    for name, t in original.items():
+        assert_same_tensor(restored[name], t, name)
+    # The sharing among names comes back too (checked on real addresses of the restored tensors).
+    back = oracle.address_origins(restored)
+    assert oracle.overlapping_groups(restored, back) == oracle.overlapping_groups(
+        original, original_origins
+    )
+    assert oracle.identical_groups(restored, back) == oracle.identical_groups(
+        original, original_origins
+    )
+
+
+def save_and_restore(
+    tensors: dict[str, torch.Tensor], **kwargs: Any
+) -> tuple[dict[str, torch.Tensor], dict[str, str], dict[str, torch.Tensor]]:
+    """dedup_for_save, through safetensors bytes (which must accept it), then restore_aliases.
+
+    Also checks what a plain safetensors load sees: every kept original name reads its own
+    values (a lazy-bit or quantized tensor is never written as itself).
+    """
+    to_save, metadata = compat.dedup_for_save(tensors, **kwargs)
+    assert all(t.is_contiguous() for t in to_save.values())
+    assert oracle.overlapping_groups(to_save, oracle.address_origins(to_save)) == set()
+    blob = safetensors.torch.save(to_save, metadata=metadata)  # raises if it refuses
+    loaded = safetensors.torch.load(blob)
+    assert set(loaded) == set(to_save)
+    for name in set(loaded) & set(tensors):
+        assert oracle.values(loaded[name]) == oracle.values(tensors[name]), name
+    assert METADATA_KEY in metadata
+    return to_save, metadata, compat.restore_aliases(loaded, metadata)
