@@ -266,6 +266,8 @@ class _Parser:
         self, name: str, value: object, dtype: torch.dtype, shape: tuple[int, ...]
     ) -> Quantizer:
         scheme = value.get("scheme") if isinstance(value, dict) else None
+        if not isinstance(scheme, str):
+            self.fail(name, f"quantizer {show(value)} has no known scheme")
         if scheme == PER_TENSOR:
             q = self.obj(name, value, {"scheme", "scale", "zero_point"})
             try:
@@ -323,11 +325,13 @@ def _no_constant(text: str) -> NoReturn:
 
 def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None) -> Record | None:
     """The validated record of ``metadata``, or None when there is none (a plain file)."""
-    if metadata is None:
-        return None
-    if not isinstance(metadata, Mapping):
+    if metadata is not None and not isinstance(metadata, Mapping):
         raise bad(METADATA_KEY, f"metadata {show(metadata)} is not a mapping of str -> str")
-    if METADATA_KEY not in metadata:
+    if metadata is None or METADATA_KEY not in metadata:
+        # Reserved names exist only beside a record: without one the file is damaged.
+        reserved = sorted(n for n in tensors if isinstance(n, str) and is_reserved(n))
+        if reserved:
+            raise bad(reserved[0], "a stored tensor has a reserved name, but there is no record")
         return None
     text = metadata[METADATA_KEY]
     if not isinstance(text, str):

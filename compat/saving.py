@@ -484,7 +484,8 @@ def restore_aliases(
     negative bits re-applied; quantized views rebuilt with their quantizer over the same bytes),
     so names that shared memory before share it again. Reserved ``__alias_base__/<i>`` and
     ``__qparams__/<i>`` tensors are not returned. Without a ``__compat_sharing__`` record (a file
-    not written by this module) the tensors are returned unchanged. Reads records of format
+    not written by this module) the tensors are returned unchanged, unless one has a reserved
+    name (then the record was lost: ValueError). Reads records of format
     versions 1 and 2. The result is sorted by name.
 
     The record is validated against ``tensors`` before anything is built (see
