@@ -37,29 +37,32 @@ class UnionFind:
                 self.parent[ri] = rj
 
 
-def runs(
-    los: Sequence[int], his: Sequence[int], order: Sequence[int] | None = None
-) -> list[list[int]]:
-    """Indices of the intervals ``[los[i], his[i])``, grouped into maximal chained runs.
+def runs(los: Sequence[int], his: Sequence[int], order: list[int] | None = None) -> list[list[int]]:
+    """Indices of the intervals ``[los[i], his[i])`` that chain into another, grouped by chain.
 
-    Two intervals are in one run when a chain of intervals, each starting before the running
+    Two intervals are in one chain when a sequence of intervals, each starting before the running
     maximum end of the ones before it, links them: exactly the connected components of "the
-    intervals intersect" (touching ends do not intersect). ``order`` is the indices sorted by
-    start when the caller already has it; otherwise they are sorted here (ties keep index order,
-    so the result is deterministic). Runs come in order of their first start.
+    intervals intersect" (touching ends do not intersect). Only chains of two or more intervals
+    are returned (an interval alone intersects nothing), in order of their first start, each in
+    start order. ``order`` is the indices sorted by start when the caller already has it;
+    otherwise they are sorted here (ties keep index order, so the result is deterministic).
+    O(n) after the sort, and no allocation per lone interval.
     """
     if order is None:
         order = sorted(range(len(los)), key=los.__getitem__)
     out: list[list[int]] = []
-    run: list[int] = []
-    run_hi = 0
-    for i in order:
-        if run and los[i] < run_hi:
-            run.append(i)
+    start = 0
+    run_hi = his[order[0]] if order else 0
+    for pos in range(1, len(order)):
+        i = order[pos]
+        if los[i] < run_hi:
             if his[i] > run_hi:
                 run_hi = his[i]
         else:
-            run = [i]
-            out.append(run)
+            if pos - start > 1:
+                out.append(order[start:pos])
+            start = pos
             run_hi = his[i]
+    if len(order) - start > 1:
+        out.append(order[start:])
     return out

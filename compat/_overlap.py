@@ -355,11 +355,18 @@ def overlap_components(geoms: list[Geom], uf: UnionFind) -> None:
         los = [g.lo for g in dense]
         his = [g.hi for g in dense]
         order = sorted(range(len(dense)), key=lambda i: (los[i], his[i]))
-        for run in runs(los, his, order):
+        chained = runs(los, his, order)
+        for run in chained:
             leaf = dense[run[0]].leaf
             for i in run[1:]:
                 uf.union(leaf, dense[i].leaf)
-            dense_runs.append((los[run[0]], max(his[i] for i in run), leaf))
+        if families:  # the runs as byte intervals, lone extents included, by start
+            alone = set(order).difference(i for run in chained for i in run)
+            dense_runs = [
+                (los[run[0]], max(his[i] for i in run), dense[run[0]].leaf) for run in chained
+            ]
+            dense_runs += [(los[i], his[i], dense[i].leaf) for i in alone]
+            dense_runs.sort()
     if not families:
         return
     decided: set[Key] = set()

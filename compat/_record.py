@@ -116,7 +116,7 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# --- writing (every object's keys in sorted order, so the JSON is canonical) ----------------------
+# --- writing (every object's keys sorted, so the JSON is canonical) -------------------------------
 
 
 def quant_fields(quant: Quantizer, store: Any) -> dict[str, Any]:
@@ -131,6 +131,15 @@ def quant_fields(quant: Quantizer, store: Any) -> dict[str, Any]:
     }
 
 
+def _text(entry: dict[str, Any]) -> str:
+    return json.dumps(entry, separators=(",", ":"), sort_keys=True)
+
+
+def base_entry(pad: int, *, synthetic: bool) -> str:
+    """A ``bases`` entry, as JSON text."""
+    return _text({"pad": pad, "synthetic": True} if synthetic else {"pad": pad})
+
+
 def view_entry(
     base: str,
     offset: int,
@@ -138,54 +147,49 @@ def view_entry(
     shape: tuple[int, ...],
     stride: tuple[int, ...],
     bits: dict[str, Any],
-) -> dict[str, Any]:
-    """A ``views`` entry; ``bits`` holds the optional conj / neg / quant fields."""
-    entry: dict[str, Any] = {"base": base}
+) -> str:
+    """A ``views`` entry, as JSON text; ``bits`` holds the optional conj / neg / quant fields.
+
+    Written by hand, in sorted key order (a family of views makes thousands of entries)."""
+    out = f'{{"base":{json.dumps(base)}'
     if "conj" in bits:
-        entry["conj"] = bits["conj"]
-    entry["dtype"] = dtype_name(dtype)
+        out += ',"conj":true'
+    out += f',"dtype":"{dtype_name(dtype)}"'
     if "neg" in bits:
-        entry["neg"] = bits["neg"]
-    entry["offset"] = offset
+        out += ',"neg":true'
+    out += f',"offset":{offset}'
     if "quant" in bits:
-        entry["quant"] = bits["quant"]
-    entry["shape"] = list(shape)
-    entry["stride"] = list(stride)
-    return entry
+        out += f',"quant":{_text(bits["quant"])}'
+    return out + f',"shape":[{",".join(map(str, shape))}],"stride":[{",".join(map(str, stride))}]}}'
 
 
-def empty_entry(dtype: torch.dtype, shape: tuple[int, ...], bits: dict[str, Any]) -> dict[str, Any]:
-    """An ``empty`` entry; ``bits`` holds the optional conj / neg / quant fields."""
-    entry: dict[str, Any] = {}
-    if "conj" in bits:
-        entry["conj"] = bits["conj"]
-    entry["dtype"] = dtype_name(dtype)
-    if "neg" in bits:
-        entry["neg"] = bits["neg"]
-    if "quant" in bits:
-        entry["quant"] = bits["quant"]
-    entry["shape"] = list(shape)
-    return entry
+def empty_entry(dtype: torch.dtype, shape: tuple[int, ...], bits: dict[str, Any]) -> str:
+    """An ``empty`` entry, as JSON text; ``bits`` as for :func:`view_entry`."""
+    return _text({"dtype": dtype_name(dtype), "shape": shape, **bits})
+
+
+def _section(entries: dict[str, str]) -> str:
+    return "{" + ",".join(f"{json.dumps(name)}:{entries[name]}" for name in sorted(entries)) + "}"
 
 
 def dumps(
     aliases: dict[str, str],
-    views: dict[str, dict[str, Any]],
-    bases: dict[str, dict[str, Any]],
-    empty: dict[str, dict[str, Any]],
+    views: dict[str, str],
+    bases: dict[str, str],
+    empty: dict[str, str],
     qparams: list[str],
 ) -> str:
-    """The record's JSON, in the current format version; entries sorted by name."""
-    record: dict[str, Any] = {
-        "aliases": dict(sorted(aliases.items())),
-        "bases": dict(sorted(bases.items())),
-        "empty": dict(sorted(empty.items())),
-    }
-    if qparams:
-        record["qparams"] = qparams
-    record["version"] = FORMAT_VERSION
-    record["views"] = dict(sorted(views.items()))
-    return json.dumps(record, separators=(",", ":"))
+    """The record's JSON in the current format version: keys sorted everywhere, entries by name
+    (the same text ``json.dumps(record, sort_keys=True)`` would give)."""
+    parts = [
+        f'"aliases":{_text(aliases)}',
+        f'"bases":{_section(bases)}',
+        f'"empty":{_section(empty)}',
+        *([f'"qparams":{json.dumps(qparams, separators=(",", ":"))}'] if qparams else []),
+        f'"version":{FORMAT_VERSION}',
+        f'"views":{_section(views)}',
+    ]
+    return "{" + ",".join(parts) + "}"
 
 
 # --- parsing -------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ class Leaves:
         "repeated",
         "repeated_leaves",
         "st_device",
+        "st_external",
         "st_first",
         "st_nbytes",
         "st_ptr",
@@ -64,21 +65,44 @@ class Leaves:
         self.repeated_leaves: list[int] = []  # leaves whose storage an earlier leaf also uses
         self.zeros: list[int] = []  # leaves that are ZeroTensors (no storage at all)
         self.names: list[str] = []  # mapping keys, in mapping order
-        self.outer: list[tuple[Any, ...] | None] = []  # per name: subclass descriptor, or None
         self.tensors: list[torch.Tensor] = []  # per leaf
-        self.owner: list[int] = []  # per leaf: index into names
-        self.paths: list[str] = []  # per leaf: "attr/attr" inside its name ("" for a plain tensor)
         self.storage: list[int] = []  # per leaf: index into st_*
+        # Per name: subclass descriptor or None; per leaf: index into names, and "attr/attr"
+        # inside its name ("" for a plain tensor). Filled in only once a subclass is met: until
+        # then leaf i is name i.
+        self.outer: list[tuple[Any, ...] | None] = []
+        self.owner: list[int] = []
+        self.paths: list[str] = []
         self.st_first: list[int] = []  # per storage: its first leaf
         self.st_ptr: list[int] = []  # per storage: data pointer (0: no data)
         self.st_nbytes: list[int] = []
         self.st_device: list[torch.device] = []
+        # Per storage: memory torch's allocator does not own (from_numpy, frombuffer, DLPack,
+        # loaded files), the only kind whose bytes another storage can alias.
+        self.st_external: list[bool] = []
 
     def where(self, leaf: int) -> str:
         """The key of a leaf, with its path inside a subclass (``"w/inner/data"``)."""
+        if not self.flattened:
+            return self.names[leaf]
         path = self.paths[leaf]
         name = self.names[self.owner[leaf]]
         return f"{name}/{path}" if path else name
+
+    def flatten(self) -> None:
+        """Switch to explicit owner / path / descriptor lists (a subclass is about to be added)."""
+        if not self.flattened:
+            self.flattened = True
+            self.owner = list(range(len(self.tensors)))
+            self.paths = [""] * len(self.tensors)
+            self.outer = [None] * len(self.names)
+
+    def finish(self) -> None:
+        if not self.flattened:
+            self.owner = list(range(len(self.tensors)))
+            self.paths = [""] * len(self.tensors)
+            self.outer = [None] * len(self.names)
+        self.devices = set(self.st_device)
 
 
 def layout_error(where: str, tensor: torch.Tensor) -> TypeError:
@@ -107,30 +131,43 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
             f"expected a mapping of str -> torch.Tensor (a state dict), got {type_name(tensors)}"
         )
     out = Leaves()
-    names, outer = out.names, out.outer
-    leaf_tensors, owner, paths, storage = out.tensors, out.owner, out.paths, out.storage
-    st_ptr, st_nbytes, st_device = out.st_ptr, out.st_nbytes, out.st_device
+    names, leaf_tensors, storage = out.names, out.tensors, out.storage
+    st_ptr, st_nbytes, st_device, st_external = (
+        out.st_ptr,
+        out.st_nbytes,
+        out.st_device,
+        out.st_external,
+    )
     cdata_index: dict[int, int] = {}
-    repeated, devices = out.repeated, out.devices
-    repeated_leaves, st_first = out.repeated_leaves, out.st_first
+    repeated, repeated_leaves, st_first = out.repeated, out.repeated_leaves, out.st_first
     tensor_type, parameter_type, strided = torch.Tensor, torch.nn.Parameter, torch.strided
 
-    def add_storage(tensor: torch.Tensor, index: int, path: str) -> int:
+    def add_storage(cdata: int, device: torch.device, ptr: int, nbytes: int, ext: bool) -> int:
+        sid = len(st_ptr)
+        cdata_index[cdata] = sid
+        st_first.append(len(storage))
+        st_device.append(device)
+        st_ptr.append(ptr)
+        st_nbytes.append(nbytes)
+        st_external.append(ext)
+        return sid
+
+    def slow_storage(tensor: torch.Tensor, where: str) -> int:
+        """A leaf's storage the careful way: a ZeroTensor, or a clear error, when torch refuses."""
         try:
             st = tensor.untyped_storage()
             cdata: int = st._cdata
-            sid = cdata_index.get(cdata)
-            if sid is not None:
-                repeated.add(sid)
-                repeated_leaves.append(len(storage))  # the index this leaf is about to get
-                return sid
+            found = cdata_index.get(cdata)
+            if found is not None:
+                repeated.add(found)
+                repeated_leaves.append(len(storage))
+                return found
             device = st.device
-            # A meta storage (meta tensors, and fake tensors, whose storage is meta on every
-            # supported torch) has no address; asking a fake one for it warns on 2.4-2.6.
-            ptr = 0 if device.type == "meta" else st.data_ptr()
+            meta = device.type == "meta"
+            ptr = 0 if meta else st.data_ptr()
             nbytes = st.nbytes()
+            ext = not meta and not st.resizable()
         except Exception as exc:
-            where = names[index] + (f"/{path}" if path else "")
             if tensor.layout is not strided:
                 raise layout_error(where, tensor) from exc
             if not tensor._is_zerotensor():
@@ -141,30 +178,44 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
                 ) from exc
             # A ZeroTensor reads zeros without any memory: a storage of its own, holding nothing.
             out.zeros.append(len(storage))
-            cdata, device, ptr, nbytes = -1 - len(storage), tensor.device, 0, 0
-        sid = len(st_ptr)
-        cdata_index[cdata] = sid
-        st_first.append(len(storage))
-        devices.add(device)
-        st_device.append(device)
-        st_ptr.append(ptr)
-        st_nbytes.append(nbytes)
-        return sid
+            return add_storage(-1 - len(storage), tensor.device, 0, 0, False)
+        return add_storage(cdata, device, ptr, nbytes, ext)
 
     for key, value in tensors.items():
         if not isinstance(key, str):
             raise TypeError(f"key {show(key)} is not a str; accepted: str keys only")
-        index = len(names)
-        names.append(key)
         cls = type(value)
         if cls is tensor_type or cls is parameter_type:
             if value.is_nested:  # nested tensors report a strided layout and a storage
                 raise layout_error(key, value)
-            outer.append(None)
+            try:  # slow_storage inlined, for the common case: a new or a known storage
+                st = value.untyped_storage()
+                cdata = st._cdata
+                found = cdata_index.get(cdata)
+                if found is None:
+                    device = st.device
+                    # A meta storage (meta tensors, and fake tensors, whose storage is meta on
+                    # every supported torch) has no address; asking a fake one warns on 2.4-2.6.
+                    meta = device.type == "meta"
+                    ptr = 0 if meta else st.data_ptr()
+                    nbytes = st.nbytes()
+                    ext = not meta and not st.resizable()
+            except Exception:
+                sid = slow_storage(value, key)
+            else:
+                if found is None:
+                    sid = add_storage(cdata, device, ptr, nbytes, ext)
+                else:
+                    sid = found
+                    repeated.add(sid)
+                    repeated_leaves.append(len(storage))
+            if out.flattened:
+                out.owner.append(len(names))
+                out.paths.append("")
+                out.outer.append(None)
+            names.append(key)
             leaf_tensors.append(value)
-            owner.append(index)
-            paths.append("")
-            storage.append(add_storage(value, index, ""))
+            storage.append(sid)
             continue
         if not isinstance(value, torch.Tensor):
             raise TypeError(
@@ -183,18 +234,25 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
                     "losslessly here. Accepted: plain tensors (save the subclass's inner tensors, "
                     "from __tensor_flatten__(), under names of your own)"
                 )
-            outer.append(_flatten_into(key, value, "", pending))
-            out.flattened = True
+            descriptor: tuple[Any, ...] | None = _flatten_into(key, value, "", pending)
+            out.flatten()
         else:
-            outer.append(None)
+            descriptor = None
             pending.append((value, ""))
+        index = len(names)
+        names.append(key)
+        if out.flattened:
+            out.outer.append(descriptor)
         for tensor, path in pending:
+            where = f"{key}/{path}" if path else key
             if tensor.is_nested:
-                raise layout_error(f"{key}/{path}" if path else key, tensor)
+                raise layout_error(where, tensor)
+            if out.flattened:
+                out.owner.append(index)
+                out.paths.append(path)
+            storage.append(slow_storage(tensor, where))
             leaf_tensors.append(tensor)
-            owner.append(index)
-            paths.append(path)
-            storage.append(add_storage(tensor, index, path))
+    out.finish()
     return out
 
 
@@ -250,28 +308,26 @@ def storage_roots(leaves: Leaves) -> dict[int, int]:
 
     A storage group is one ``StorageImpl``, merged with every other one on the same device whose
     byte range ``[ptr, ptr + nbytes)`` intersects it (one buffer imported twice). Storages that
-    hold a single leaf and merge with nothing are left out: no group can form there. O(s log s)
-    for s storages with data.
+    hold a single leaf and merge with nothing are left out: no group can form there. O(s) when
+    every storage's memory comes from torch's allocator, O(s log s) otherwise.
     """
     st_ptr, st_nbytes, st_device = leaves.st_ptr, leaves.st_nbytes, leaves.st_device
-    with_data = [sid for sid, ptr in enumerate(st_ptr) if ptr]
-    if len(leaves.devices) == 1:
-        per_device = [with_data]
-    else:
-        by_device: dict[torch.device, list[int]] = {}
-        for sid in with_data:
-            by_device.setdefault(st_device[sid], []).append(sid)
-        per_device = list(by_device.values())
     uf: UnionFind | None = None
-    for sids in per_device:
-        los = [st_ptr[sid] for sid in sids]
-        his = [lo + st_nbytes[sid] for lo, sid in zip(los, sids, strict=True)]
-        for run in runs(los, his):
-            if len(run) > 1:
+    # torch can resize only storages whose memory its own allocator handed out, and two of those
+    # never intersect: the address sweep is needed only on a device with an external storage.
+    external = {st_device[sid] for sid, ext in enumerate(leaves.st_external) if ext}
+    if external:
+        ends = [ptr + n for ptr, n in zip(st_ptr, st_nbytes, strict=True)]
+        by_device: dict[torch.device, list[int]] = {}
+        for sid in sorted(range(len(st_ptr)), key=st_ptr.__getitem__):
+            if st_ptr[sid] and st_device[sid] in external:
+                by_device.setdefault(st_device[sid], []).append(sid)
+        for order in by_device.values():
+            for run in runs(st_ptr, ends, order):
                 if uf is None:
                     uf = UnionFind(len(st_ptr))
-                for i in run[1:]:
-                    uf.union(sids[run[0]], sids[i])
+                for sid in run[1:]:
+                    uf.union(run[0], sid)
     roots = {sid: sid for sid in leaves.repeated}
     if uf is not None:
         find = uf.find

@@ -70,12 +70,13 @@ def _byte_view(
 class _Region:
     """Overlap components saved together as views of one base covering bytes [lo, hi)."""
 
-    __slots__ = ("geoms", "hi", "lo")
+    __slots__ = ("bytes_only", "geoms", "hi", "lo")
 
     def __init__(self, geoms: list[Geom]) -> None:
         self.geoms = geoms
         self.lo = min(g.lo for g in geoms)
         self.hi = max(g.hi for g in geoms)
+        self.bytes_only = False  # no member can be its base: its bytes are saved instead
 
 
 class _Plan:
@@ -88,13 +89,14 @@ class _Plan:
         self.rank = rank
         self.to_save: dict[str, torch.Tensor] = {}
         self.aliases: dict[str, str] = {}
-        self.views: dict[str, dict[str, Any]] = {}
-        self.bases: dict[str, dict[str, Any]] = {}
-        self.empty: dict[str, dict[str, Any]] = {}
+        # Record entries as JSON text (no objects kept per entry), and each view's base.
+        self.views: dict[str, str] = {}
+        self.view_base: dict[str, str] = {}
+        self.bases: dict[str, str] = {}
+        self.empty: dict[str, str] = {}
         self.qparams: list[str] = []
         self.qparam_names: dict[tuple[Any, ...], str] = {}
         self.bits: dict[int, Bits] = {}
-        self.ident: dict[int, tuple[Any, ...]] = {}
         self._synthetic = 0  # bases named __alias_base__/<i> so far
 
     def pick(self, leaves: Iterable[int]) -> int:
@@ -109,10 +111,8 @@ class _Plan:
         return found
 
     def identity(self, g: Geom) -> tuple[Any, ...]:
-        found = self.ident.get(g.leaf)
-        if found is None:
-            found = self.ident[g.leaf] = (g.lo, g.shape.ident, value_key(g.tensor))
-        return found
+        """What :func:`compat.find_identical_tensors` compares."""
+        return (g.lo, g.shape.ident, value_key(g.tensor))
 
     def plain(self, g: Geom) -> bool:
         """Saved as itself, a plain safetensors load then reading its values right."""
@@ -229,7 +229,10 @@ class _Plan:
             )
             los.append(min(g.lo for g in item))
             his.append(max(g.hi for g in item))
-        for run in runs(los, his):
+        chained = runs(los, his)
+        alone = set(range(len(items))).difference(i for run in chained for i in run)
+        planned: list[_Region] = []
+        for run in [*chained, *([i] for i in sorted(alone))]:
             if all(simple[i] for i in run):
                 singles.extend(items[i] for i in run)
             else:
@@ -240,7 +243,27 @@ class _Plan:
                         members.append(item)
                     else:
                         members.extend(item)
-                regions.append(_Region(members))
+                planned.append(_Region(members))
+        # Regions that touch and would both need a base of bytes share one (ten thousand expanded
+        # views of one buffer: one base, not ten thousand): no byte more is written.
+        planned.sort(key=lambda r: r.lo)
+        last: _Region | None = None
+        for region in planned:
+            region.bytes_only = not self.covering(region)
+            if last is not None and last.bytes_only and region.bytes_only and last.hi == region.lo:
+                last.geoms.extend(region.geoms)  # a member spans one part only: still no cover
+                last.hi = region.hi
+            else:
+                regions.append(region)
+                last = region
+
+    def covering(self, region: _Region) -> list[int]:
+        """Members that can be the region's base: plain, contiguous, spanning it."""
+        return [
+            g.leaf
+            for g in region.geoms
+            if g.lo == region.lo and g.hi == region.hi and self.plain(g) and g.shape.contiguous
+        ]
 
     def save_singles(self, singles: list[Geom | list[Geom]]) -> None:
         """One tensor per identical class, copied only if not contiguous; the others alias it."""
@@ -266,31 +289,34 @@ class _Plan:
         regions.sort(key=lambda r: min(names[g.leaf] for g in r.geoms))
         for region in regions:
             pad = self._pad_for(region)
-            covering = [
-                g.leaf
-                for g in region.geoms
-                if g.lo == region.lo and g.hi == region.hi and self.plain(g) and g.shape.contiguous
-            ]
-            classes: dict[tuple[Any, ...], list[Geom]] = {}
+            covering = [] if region.bytes_only else self.covering(region)
+            # Identical members share one entry; kept as few objects as possible (a region can
+            # hold a family of ten thousand views).
+            first_of: dict[tuple[Any, ...], Geom] = {}
+            more: dict[tuple[Any, ...], list[Geom]] = {}
             for g in region.geoms:
-                classes.setdefault(self.identity(g), []).append(g)
+                ident = self.identity(g)
+                if first_of.setdefault(ident, g) is not g:
+                    more.setdefault(ident, []).append(g)
             if covering:
                 keep = self.pick(covering)
                 base_name = names[keep]
                 self.to_save[base_name] = tensors[keep]
-                self.bases[base_name] = {"pad": pad}
+                self.bases[base_name] = _record.base_entry(pad, synthetic=False)
                 base_class = self.identity(next(g for g in region.geoms if g.leaf == keep))
             else:
                 base_name = f"{BASE_PREFIX}{self._synthetic}"
                 self._synthetic += 1
                 self.to_save[base_name] = self._region_bytes(region)
-                self.bases[base_name] = {"pad": pad, "synthetic": True}
+                self.bases[base_name] = _record.base_entry(pad, synthetic=True)
                 base_class = None
-            for ident, members in classes.items():
+            for ident, first in first_of.items():
+                members = [first, *more[ident]] if ident in more else [first]
                 if ident == base_class:
                     target = base_name
                 else:
-                    first = members[0] if len(members) == 1 else self._first(members)
+                    if len(members) > 1:
+                        first = self._first(members)
                     target = names[first.leaf]
                     shape = first.shape
                     self.views[target] = _record.view_entry(
@@ -301,6 +327,7 @@ class _Plan:
                         shape.strides,
                         self.bits_fields(first.leaf),
                     )
+                    self.view_base[target] = base_name
                 for g in members:
                     if names[g.leaf] != target:
                         self.aliases[names[g.leaf]] = target
@@ -348,18 +375,14 @@ class _Plan:
         return out
 
     def result(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-        holder = {name: self._holder(target) for name, target in self.aliases.items()}
-        holder.update((name, view["base"]) for name, view in self.views.items())
+        view_base = self.view_base
+        holder = {name: view_base.get(target, target) for name, target in self.aliases.items()}
+        holder.update(view_base)
         metadata = dict(sorted(holder.items()))
         metadata[METADATA_KEY] = _record.dumps(
             self.aliases, self.views, self.bases, self.empty, self.qparams
         )
         return dict(sorted(self.to_save.items())), metadata
-
-    def _holder(self, target: str) -> str:
-        """The saved name holding an alias's bytes (safetensors' ``save_model`` convention)."""
-        view = self.views.get(target)
-        return target if view is None else str(view["base"])
 
 
 def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:

@@ -184,8 +184,7 @@ def find_overlapping_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
             his.append(lo + (n * e if bits is None else -(-n * bits // 8)))
         else:
             if len(members) > 1:
-                lo, hi = min(los), max(his)
-                if any(a == lo and b == hi for a, b in zip(los, his, strict=True)):
+                if (min(los), max(his)) in zip(los, his, strict=True):
                     contiguous_runs.append(members)
                 else:
                     contiguous_runs.extend([members[i] for i in run] for run in runs(los, his))

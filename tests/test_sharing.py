@@ -390,6 +390,17 @@ def test_b10_aliases_of_one_buffer_by_address() -> None:
     assert_round_trip(sd, restored, oracle.address_origins(sd))
 
 
+def test_b10_an_external_alias_of_torch_owned_memory_is_found() -> None:
+    t = torch.arange(10.0)
+    alias = torch.from_numpy(t.numpy()[5:])  # a second storage over torch's own allocation
+    sd = {"t": t, "alias": alias, "other": torch.arange(3.0)}
+    assert compat.find_shared_tensors(sd) == [frozenset({"alias", "t"})]
+    assert compat.find_overlapping_tensors(sd) == [frozenset({"alias", "t"})]
+    assert compat.find_identical_tensors({"t": t[5:], "alias": alias}) == [
+        frozenset({"alias", "t"})
+    ]
+
+
 # --- exactness limits, dtype views, raw bytes ----------------------------------------------------
 
 

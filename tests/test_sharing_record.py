@@ -359,6 +359,12 @@ def test_metadata_that_is_not_str_is_refused() -> None:
         compat.restore_aliases({"a": torch.zeros(1)}, {METADATA_KEY: 1})  # type: ignore[dict-item]
 
 
+def test_the_record_is_canonical_json() -> None:
+    _, metadata = compat.dedup_for_save(rich())
+    text = metadata[METADATA_KEY]
+    assert text == json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True)
+
+
 def test_version_1_records_are_still_read() -> None:
     buf = torch.arange(12.0)
     sd = {
