@@ -1,6 +1,6 @@
 """Inputs shared by the drift probes (tests/drift) and the upstream-bug trackers (tests/upstream).
 
-The safetensors cases are the repros of bugs B1-B10 in shared/research/dedup.md; each builder
+The safetensors cases are the repros of bugs B1-B10 in docs/upstream-bugs.md; each builder
 returns a fresh state dict. ``Wrapper`` is a minimal traceable wrapper subclass (one inner
 tensor, like TorchAO's weights or DTensor) for observing torch's own ``Module._apply`` swap path
 without depending on TorchAO.

@@ -6,7 +6,7 @@ into a strict XPASS, which fails the cell loudly: the workaround in compat can t
 for that version (and the tracker moved to a matrix.toml [[xfail]] limited to the older versions).
 The harness lists every tracker, with its reason, in the report.
 
-The safetensors cases are B1-B10 of shared/research/dedup.md (safetensors 0.8.0 is pinned in
+The safetensors cases are B1-B10 of docs/upstream-bugs.md (safetensors 0.8.0 is pinned in
 requirements/test.txt); their inputs live in tests/upstream/cases.py.
 """
 

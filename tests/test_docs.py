@@ -1,0 +1,49 @@
+"""What the repository cites is in the repository, and docs/upstream-bugs.md matches the trackers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUGS = ROOT / "docs" / "upstream-bugs.md"
+
+
+def test_nothing_cites_files_outside_the_repository() -> None:
+    sources = [ROOT / "README.md", *ROOT.glob("docs/*.md")]
+    for folder in ("compat", "tests", "bench", "harness"):
+        sources += (ROOT / folder).rglob("*.py")
+    outside = re.compile(r"shared/research|\.\./shared")
+    this = Path(__file__).resolve()
+    found = [
+        str(p.relative_to(ROOT)) for p in sources if p != this and outside.search(p.read_text())
+    ]
+    assert found == [], f"cite docs/upstream-bugs.md (in the repository) instead: {found}"
+
+
+def tracker_tests() -> set[str]:
+    tree = ast.parse((ROOT / "tests" / "upstream" / "test_trackers.py").read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            if any(m.startswith("pytest.mark.tracker") for m in marks):
+                names.add(node.name)
+    return names
+
+
+def test_every_tracker_is_documented_with_its_link_and_every_documented_tracker_exists() -> None:
+    text = BUGS.read_text()
+    documented = set(re.findall(r"`(test_[a-z0-9_]+)`", text))
+    trackers = tracker_tests()
+    assert trackers, "no tracker found"
+    assert trackers - documented == set(), "trackers missing from docs/upstream-bugs.md"
+    assert documented - trackers == set(), "docs/upstream-bugs.md names trackers that do not exist"
+    source = (ROOT / "tests" / "upstream" / "test_trackers.py").read_text()
+    links = re.findall(
+        r"(?:https://github\.com/[\w.-]+/[\w.-]+|\{ST\})/((?:pull|issues)/\d+)", source
+    )
+    assert len(links) >= len(trackers) - 3  # a few trackers share a link
+    for link in links:
+        assert f"/{link})" in text, f"{link} (a tracker's link) is not in docs/upstream-bugs.md"
