@@ -127,31 +127,33 @@ def build_view(
     bits: Bits,
 ) -> torch.Tensor:
     """A tensor over ``storage`` (``offset`` in elements) that reads as ``dtype`` with ``bits``."""
-    quant = bits.quant
-    if quant is None:
-        out = torch.empty(0, dtype=dtype, device=device)
-    else:
-        out = _empty_quantized((0,), dtype, quant, device)
-    out = out.set_(storage, offset, shape, stride)
-    if bits.conj:
-        out = out.conj()
-    if bits.neg:
-        out = _features.neg_view(out)
-    return out
+    return _with_bits(
+        _allocate((0,), dtype, bits, device).set_(storage, offset, shape, stride), bits
+    )
 
 
 def build_empty(
     shape: tuple[int, ...], dtype: torch.dtype, bits: Bits, device: torch.device
 ) -> torch.Tensor:
     """A zero-element tensor of ``shape`` and ``dtype`` with ``bits``."""
-    if bits.quant is not None:
-        return _empty_quantized(shape, dtype, bits.quant, device)
-    out = torch.empty(shape, dtype=dtype, device=device)
+    return _with_bits(_allocate(shape, dtype, bits, device), bits)
+
+
+def _allocate(
+    shape: tuple[int, ...], dtype: torch.dtype, bits: Bits, device: torch.device
+) -> torch.Tensor:
+    if bits.quant is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return _empty_quantized(shape, dtype, bits.quant, device)
+
+
+def _with_bits(t: torch.Tensor, bits: Bits) -> torch.Tensor:
+    """``t`` with the lazy bits set (views: the storage stays shared)."""
     if bits.conj:
-        out = out.conj()
+        t = t.conj()
     if bits.neg:
-        out = _features.neg_view(out)
-    return out
+        t = _features.neg_view(t)
+    return t
 
 
 def _empty_quantized(

@@ -10,6 +10,7 @@ from typing import Any
 
 import safetensors.torch
 import torch
+from hypothesis import HealthCheck, settings
 
 import compat
 from compat.saving import METADATA_KEY
@@ -17,6 +18,16 @@ from tests import oracle
 from tests.strategies import Case
 
 QPARAMS_PREFIX = "__qparams__/"
+# Each finder beside the oracle's answer to the same question.
+FINDERS = {
+    "shared": (compat.find_shared_tensors, oracle.shared_groups),
+    "overlapping": (compat.find_overlapping_tensors, oracle.overlapping_groups),
+    "identical": (compat.find_identical_tensors, oracle.identical_groups),
+}
+# Hypothesis settings of the sharing properties (examples come from the profile in conftest).
+hyp = settings(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 def check_shape_of_result(groups: list[frozenset[str]], universe: set[str]) -> None:
@@ -24,6 +35,14 @@ def check_shape_of_result(groups: list[frozenset[str]], universe: set[str]) -> N
     flat = [n for g in groups for n in g]
     assert len(flat) == len(set(flat)), "groups must be disjoint"
     assert [min(g) for g in groups] == sorted(min(g) for g in groups), "canonical order"
+
+
+def assert_groups_match_the_oracle(case: Case) -> None:
+    """Every finder's answer is well-formed and equals the oracle's."""
+    for kind, (find, expected) in FINDERS.items():
+        got = find(case.tensors)
+        check_shape_of_result(got, set(case.tensors))
+        assert set(got) == expected(case.tensors, case.origins), kind
 
 
 def byte_budget(case: Case) -> int:

@@ -59,21 +59,10 @@ PLAIN_OPS = (
     "clone",
 )
 # What torch supports on quantized tensors (probed on torch 2.3-2.6): per-channel ones lose
-# most view ops, sub-byte ones all of them.
+# most view ops, sub-byte ones all of them; none has lazy bits or dtype views.
 PER_TENSOR_OPS = (
-    "slice",
-    "empty_slice",
-    "select",
-    "permute",
-    "expand",
-    "as_strided",
-    "unfold",
-    "narrow",
-    "diagonal",
-    "reshape",
+    *(op for op in PLAIN_OPS if op not in ("dtype_view", "conj", "neg_view", "real", "imag")),
     "int_view",
-    "contiguous",
-    "clone",
 )
 PER_CHANNEL_OPS = ("slice", "empty_slice", "select", "narrow", "int_view", "clone")
 SUB_BYTE_OPS = ("int_view",)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import safetensors.torch
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing._internal.two_tensor import TwoTensor
 
@@ -24,23 +24,15 @@ import compat
 from compat import _overlap, saving
 from tests import oracle, torchao_api
 from tests.roundtrip import (
+    FINDERS,
+    assert_groups_match_the_oracle,
     assert_round_trip,
     byte_budget,
-    check_shape_of_result,
+    hyp,
     save_and_restore,
     saved_bytes,
 )
 from tests.strategies import base_tensor, cases
-
-FINDERS = {
-    "shared": (compat.find_shared_tensors, oracle.shared_groups),
-    "overlapping": (compat.find_overlapping_tensors, oracle.overlapping_groups),
-    "identical": (compat.find_identical_tensors, oracle.identical_groups),
-}
-hyp = settings(
-    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
-
 
 # --- properties against the oracle ---------------------------------------------------------------
 
@@ -48,11 +40,7 @@ hyp = settings(
 @hyp
 @given(data=st.data())
 def test_groups_match_the_byte_set_oracle(backend: str, data: st.DataObject) -> None:
-    case = data.draw(cases(backend), label="case")
-    for kind, (find, expected) in FINDERS.items():
-        got = find(case.tensors)
-        check_shape_of_result(got, set(case.tensors))
-        assert set(got) == expected(case.tensors, case.origins), kind
+    assert_groups_match_the_oracle(data.draw(cases(backend), label="case"))
 
 
 @hyp

@@ -14,33 +14,25 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import compat
 from compat import _overlap
 from tests import oracle
-from tests.roundtrip import assert_round_trip, check_shape_of_result, save_and_restore
-from tests.strategies import families
-
-FINDERS = {
-    "shared": (compat.find_shared_tensors, oracle.shared_groups),
-    "overlapping": (compat.find_overlapping_tensors, oracle.overlapping_groups),
-    "identical": (compat.find_identical_tensors, oracle.identical_groups),
-}
-hyp = settings(
-    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+from tests.roundtrip import (
+    assert_groups_match_the_oracle,
+    assert_round_trip,
+    hyp,
+    save_and_restore,
 )
+from tests.strategies import families
 
 
 @hyp
 @given(data=st.data())
 def test_family_groups_match_the_byte_set_oracle(backend: str, data: st.DataObject) -> None:
-    case = data.draw(families(backend), label="family")
-    for kind, (find, expected) in FINDERS.items():
-        got = find(case.tensors)
-        check_shape_of_result(got, set(case.tensors))
-        assert set(got) == expected(case.tensors, case.origins), kind
+    assert_groups_match_the_oracle(data.draw(families(backend), label="family"))
 
 
 @hyp
