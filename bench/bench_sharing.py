@@ -306,7 +306,34 @@ def bench_memory(n: int, hidden: int) -> dict[str, Any]:
     return out
 
 
+def _ms(seconds: Any) -> str:
+    return f"{seconds * 1000:.1f} ms" if isinstance(seconds, float) else "raises"
+
+
+def table(report: dict[str, Any]) -> str:
+    """The README's family table, from a report this script wrote."""
+    rows = [
+        "| family | groups | find 1k / 10k | vs contiguous | growth "
+        "| dedup 1k / 10k | vs contiguous | growth | safetensors 10k |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, f in report["families"].items():
+        small, large = f["1000"], f["10000"]
+        rows.append(
+            f"| {kind.replace('_', ' ')} | {f['groups']} "
+            f"| {_ms(small['find_overlapping_s'])} / {_ms(large['find_overlapping_s'])} "
+            f"| {f['find_vs_contiguous']}× | {f['find_growth']}× "
+            f"| {_ms(small['dedup_for_save_s'])} / {_ms(large['dedup_for_save_s'])} "
+            f"| {f['dedup_vs_contiguous']}× | {f['dedup_growth']}× "
+            f"| {_ms(large['safetensors_find_shared_s'])} |"
+        )
+    return "\n".join(rows)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--table"]:  # print the README table of the last run
+        print(table(json.loads(OUT.read_text())))
+        return
     report: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
