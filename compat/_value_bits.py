@@ -72,6 +72,15 @@ class Quantizer:
             zero_points=t.q_per_channel_zero_points(),
         )
 
+    def fits(self, shape: tuple[int, ...]) -> bool:
+        """Whether a tensor of ``shape`` can carry this quantizer (torch can make views whose
+        per-channel quantizer no longer fits them, e.g. ``q.select(d, i)`` for a dim ``d`` after
+        the channel axis on torch 2.3-2.6; torch then fails to read them)."""
+        if self.scales is None or self.zero_points is None:
+            return True
+        n = shape[self.axis] if 0 <= self.axis < len(shape) else -1
+        return len(self.scales) == n == len(self.zero_points)
+
     def key(self) -> tuple[Any, ...]:
         """Exact and hashable: floats by their hex spelling, so NaN and -0.0 compare as bits."""
         if self.scales is None or self.zero_points is None:

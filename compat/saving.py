@@ -137,8 +137,18 @@ class _Plan:
             fields["conj"] = True
         if bits.neg:
             fields["neg"] = True
-        if bits.quant is not None:
-            fields["quant"] = _record.quant_fields(bits.quant, self.store_qparam)
+        quant = bits.quant
+        if quant is not None:
+            shape = tuple(self.tensors[leaf].shape)
+            if not quant.fits(shape):
+                n = 0 if quant.scales is None else len(quant.scales)
+                raise ValueError(
+                    f"key {self.names[leaf]!r} is a {self.tensors[leaf].dtype} tensor of shape "
+                    f"{shape} whose per-channel quantizer does not fit it (axis {quant.axis}, "
+                    f"{n} scales): torch cannot read its values either; accepted: quantized "
+                    "tensors that dequantize"
+                )
+            fields["quant"] = _record.quant_fields(quant, self.store_qparam)
         return fields
 
     # --- the steps ---

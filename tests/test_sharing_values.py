@@ -213,3 +213,16 @@ def test_a_non_contiguous_sub_byte_view_is_refused_naming_the_key() -> None:
     for function in (compat.find_overlapping_tensors, compat.dedup_for_save):
         with pytest.raises(TypeError, match=r"key 'odd'.*non-contiguous torch\.quint4x2"):
             function({"q4": q4, "odd": view})
+
+
+def test_a_quantized_view_whose_quantizer_torch_broke_is_refused_naming_the_key() -> None:
+    w = torch.quantize_per_channel(
+        torch.randn(2, 3),
+        torch.tensor([0.1, 0.2], dtype=torch.float64),
+        torch.zeros(2).long(),
+        0,
+        torch.qint8,
+    )
+    broken = w.select(1, 1)  # torch 2.3-2.6: the channel axis no longer fits (it cannot read it)
+    with pytest.raises(ValueError, match=r"key 'broken'.*quantizer does not fit"):
+        compat.dedup_for_save({"w": w, "broken": broken})
