@@ -47,10 +47,8 @@ class Leaves:
         "owner",
         "paths",
         "repeated",
-        "repeated_leaves",
         "st_device",
         "st_external",
-        "st_first",
         "st_nbytes",
         "st_ptr",
         "storage",
@@ -62,7 +60,6 @@ class Leaves:
         self.flattened = False  # True once a subclass was flattened (leaves != names)
         self.repeated: set[int] = set()  # storages that hold more than one leaf
         self.devices: set[torch.device] = set()  # of the storages
-        self.repeated_leaves: list[int] = []  # leaves whose storage an earlier leaf also uses
         self.zeros: list[int] = []  # leaves that are ZeroTensors (no storage at all)
         self.names: list[str] = []  # mapping keys, in mapping order
         self.tensors: list[torch.Tensor] = []  # per leaf
@@ -73,7 +70,6 @@ class Leaves:
         self.outer: list[tuple[Any, ...] | None] = []
         self.owner: list[int] = []
         self.paths: list[str] = []
-        self.st_first: list[int] = []  # per storage: its first leaf
         self.st_ptr: list[int] = []  # per storage: data pointer (0: no data)
         self.st_nbytes: list[int] = []
         self.st_device: list[torch.device] = []
@@ -139,13 +135,12 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
         out.st_external,
     )
     cdata_index: dict[int, int] = {}
-    repeated, repeated_leaves, st_first = out.repeated, out.repeated_leaves, out.st_first
+    repeated = out.repeated
     tensor_type, parameter_type, strided = torch.Tensor, torch.nn.Parameter, torch.strided
 
     def add_storage(cdata: int, device: torch.device, ptr: int, nbytes: int, ext: bool) -> int:
         sid = len(st_ptr)
         cdata_index[cdata] = sid
-        st_first.append(len(storage))
         st_device.append(device)
         st_ptr.append(ptr)
         st_nbytes.append(nbytes)
@@ -160,7 +155,6 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
             found = cdata_index.get(cdata)
             if found is not None:
                 repeated.add(found)
-                repeated_leaves.append(len(storage))
                 return found
             device = st.device
             meta = device.type == "meta"
@@ -208,7 +202,6 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
                 else:
                     sid = found
                     repeated.add(sid)
-                    repeated_leaves.append(len(storage))
             if out.flattened:
                 out.owner.append(len(names))
                 out.paths.append("")
@@ -341,15 +334,6 @@ def storage_roots(leaves: Leaves) -> dict[int, int]:
     return roots
 
 
-def candidates(leaves: Leaves, roots: dict[int, int]) -> list[int]:
-    """Every leaf on a storage in ``roots``, in mapping order, without scanning the others."""
-    st_first = leaves.st_first
-    out = [st_first[sid] for sid in roots]
-    out += leaves.repeated_leaves
-    out.sort()
-    return out
-
-
 def storage_groups(leaves: Leaves, roots: dict[int, int] | None = None) -> list[list[int]]:
     """Leaf indices per storage group (see :func:`storage_roots`), two or more leaves each, in
     mapping order within a group and by first leaf across groups."""
@@ -358,12 +342,13 @@ def storage_groups(leaves: Leaves, roots: dict[int, int] | None = None) -> list[
     if not roots:
         return []
     members: dict[int, list[int]] = {}
-    storage = leaves.storage
-    for leaf in candidates(leaves, roots):
-        root = roots[storage[leaf]]
-        found = members.get(root)
-        if found is None:
-            members[root] = [leaf]
-        else:
-            found.append(leaf)
+    get = roots.get
+    for leaf, sid in enumerate(leaves.storage):  # one pass in mapping order: no sort
+        root = get(sid)
+        if root is not None:
+            found = members.get(root)
+            if found is None:
+                members[root] = [leaf]
+            else:
+                found.append(leaf)
     return [group for group in members.values() if len(group) > 1]
