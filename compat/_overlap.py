@@ -13,8 +13,10 @@ first byte to its last. Components of "the footprints share a byte" are found in
    strided windows ``x[i:i+400:100]``, batched slices ``x[:, i]``). Two members overlap iff the
    difference of their starts lies in ``D = S - S`` (S the shape's footprint); the part of D that
    can occur (within the spread of the family's starts) is enumerated once, as a few intervals,
-   and each member looks its partners up among the sorted starts: O(|D| log m) per member,
-   exact. A family whose D has too many pieces (:data:`_MAX_PIECES`) is left to step 4;
+   and each member looks its partners up: start by start in a hash for a narrow interval (O(1)
+   each, only differences the starts' common step allows: columns, windows), by bisection among
+   the sorted starts for a wide one; exact. A family whose D has too many pieces
+   (:data:`_MAX_PIECES`) is left to step 4;
 4. every remaining pair with intersecting extents (across families, against the dense runs, or
    inside such a family) is decided by NumPy's exact bounded-Diophantine solver
    (``numpy.shares_memory`` with ``max_work``), run on address-only NumPy arrays that describe
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
+from math import gcd
+from operator import attrgetter
 from typing import Any, Final
 
 import torch
@@ -289,16 +293,38 @@ def _difference_pieces(shape_key: Key, window: int) -> list[tuple[int, int]] | N
     return merged if len(merged) <= _MAX_PIECES else None
 
 
+# A piece this narrow (in bytes) is looked up start by start in a hash; a wider one by bisection.
+_NARROW: Final = 16
+
+
 def _family_components(members: list[Geom], uf: UnionFind) -> bool:
     """Union every overlapping pair of one family (distinct starts); False if left undecided."""
-    members.sort(key=lambda g: g.lo)
     starts = [g.lo for g in members]
-    pieces = _difference_pieces(members[0].shape.key, starts[-1] - starts[0])
+    pieces = _difference_pieces(members[0].shape.key, max(starts) - min(starts))
     if pieces is None:
         return False
-    # Every member overlapping ``a`` is a contiguous index range of the sorted starts per piece.
-    # ``a`` joins the range's first member, and the range is chained consecutively; ``chained``
-    # skips links already made, so each member is chained at most once overall.
+    union = uf.union
+    narrow = [p for p in pieces if p[1] - p[0] < _NARROW]
+    if narrow:  # columns, strided windows: a few exact differences, O(1) each
+        at = {g.lo: g.leaf for g in members}
+        step = 0  # every start difference is a multiple of step: no other difference occurs
+        for lo in starts:
+            step = gcd(step, lo - starts[0])
+        deltas = [d for lo, hi in narrow for d in range(lo, hi + 1) if step and d % step == 0]
+        for g in members:
+            lo, leaf = g.lo, g.leaf
+            for d in deltas:
+                other = at.get(lo + d)
+                if other is not None:
+                    union(leaf, other)
+    wide = [p for p in pieces if p[1] - p[0] >= _NARROW]
+    if not wide:
+        return True
+    # Every member overlapping ``a`` by a wide piece is a contiguous index range of the sorted
+    # starts. ``a`` joins the range's first member, and the range is chained consecutively;
+    # ``chained`` skips links already made, so each member is chained at most once overall.
+    members = sorted(members, key=attrgetter("lo"))
+    starts = [g.lo for g in members]
     chained = list(range(len(members) + 1))  # chained[i]: first j >= i not yet linked to j + 1
 
     def unchained(i: int) -> int:
@@ -309,10 +335,9 @@ def _family_components(members: list[Geom], uf: UnionFind) -> bool:
             chained[i], i = root, chained[i]
         return root
 
-    union = uf.union
     for index, g in enumerate(members):
         lo = g.lo
-        for d_lo, d_hi in pieces:
+        for d_lo, d_hi in wide:
             first = bisect_left(starts, lo + d_lo, index + 1)
             last = bisect_right(starts, lo + d_hi, first) - 1
             if first > last:
