@@ -5,14 +5,14 @@
 Timing: ``find_overlapping_tensors`` against safetensors' ``_find_shared_tensors`` (inexact: it
 groups by storage pointer, then sweeps extents) on the same dict. Each figure is this process's
 CPU time (``time.process_time``: the machine is shared, and neither function runs threads), best
-of 7 rounds; each round times every function on both sizes in turn, with garbage collected before
+of 9 rounds; each round times every function on both sizes in turn, with garbage collected before
 every run. safetensors raises on a dict holding a transposed view (its
 ``_end_ptr`` calls ``view(-1)``, bug B2), so the head-to-head uses the same layout without the
 transposed views; ``find_overlapping_tensors`` is also timed on the full layout.
 
 View families (issue 10): 1,000 and 10,000 views of one storage sharing a shape, each family
 timed with ``find_overlapping_tensors``, ``dedup_for_save`` and, where it does not raise,
-safetensors' ``_find_shared_tensors``; best of 5 interleaved rounds. Families: contiguous slices
+safetensors' ``_find_shared_tensors``; best of 9 interleaved rounds. Families: contiguous slices
 (the reference), the columns of a ``(4, N)`` matrix, strided windows ``x[i:i+400:100]`` (true
 overlaps) and ``x[i::N]`` (every extent intersects, no byte is shared), transposed blocks,
 expanded (stride-0) views, dtype views, and a random mix of all of them in one dict (each
@@ -342,11 +342,11 @@ def main() -> None:
         "numpy": metadata.version("numpy"),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
     }
-    timing = bench_time((10_000, 100_000), hidden=16, rounds=7)
+    timing = bench_time((10_000, 100_000), hidden=16, rounds=9)
     small, large = timing["10k"], timing["100k"]
     scaling = large["compat_find_overlapping_s"] / small["compat_find_overlapping_s"]
     peer_scaling = large["safetensors_find_shared_s"] / small["safetensors_find_shared_s"]
-    families = bench_families((1_000, 10_000), rounds=5)
+    families = bench_families((1_000, 10_000), rounds=9)
     memory = bench_memory(10_000, hidden=128)
     report["timing"] = timing
     report["scaling_10k_to_100k"] = round(scaling, 3)
