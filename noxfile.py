@@ -261,3 +261,16 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "compat", "harness", "bench", "noxfile.py")
     session.run("mypy")
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def bisect(session: nox.Session) -> None:
+    """The release of a package that changed selected tests in a cell (harness/bisection.py):
+    `-- --package P --from A --to B --test ID [--cell ID] [-k EXPR] [--pre]`. This session's
+    venv is the cell's: it gets the cell's pins, each probe on top, and the pins back."""
+    from harness import bisection
+
+    python = Path(session.bin) / "python"
+    args = ["--python", str(python), "--reports", str(REPORTS), *session.posargs]
+    if bisection.main(args) != 0:
+        session.error("bisect refused (the reason is above)")
