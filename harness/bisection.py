@@ -383,7 +383,7 @@ def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -
             request.package,
             python=target.python,
             uv=target.uv,
-            index_args=merge_options(_listing_index(target), request.index_args),
+            index_args=merge_options(listing_index(target), request.index_args),
             pre=request.pre,
         )
     except rel.ReleaseError as exc:
@@ -495,7 +495,7 @@ def merge_options(*groups: Sequence[str]) -> list[str]:
     return out
 
 
-def _listing_index(target: Target) -> list[str]:
+def listing_index(target: Target) -> list[str]:
     """The setup's index options for pip: uv's ``--index URL`` is pip's ``--extra-index-url``;
     the pip-compatible ones (``--index-url``, ``--find-links``, ``--no-index``) pass as given."""
     args, out = list(target.base_index_args), []
