@@ -119,6 +119,12 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
             help="an upstream candidate installed into every cell after the pins: a requirement"
             " (safetensors==0.8.0), a wheel path, or a VCS/URL requirement, verbatim",
         )
+        parser.add_argument(
+            "--history",
+            nargs="+",
+            default=[],
+            help="earlier runs' report folders: a regression in a test flaky across them is flaky",
+        )
     return parser.parse_args(list(posargs))
 
 
@@ -203,6 +209,7 @@ def gate(session: nox.Session) -> None:
         "--out",
         str(REPORTS),
         *[f"--tier={tier}" for tier in args.tier or ["core"]],
+        *(["--history", *args.history] if args.history else []),
     )
 
 
@@ -210,7 +217,8 @@ def gate(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Merge reports/cells/* into reports/matrix.{json,md,html}."""
     session.install(*HARNESS_REQS)
-    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+    # `-- --history DIR [DIR...]`: earlier runs' report folders (harness/history.py)
+    session.run("python", "-m", "harness.report", "--reports", str(REPORTS), *session.posargs)
 
 
 @nox.session(python=MATRIX.python[0])

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness import history
 from harness.cell import read_reportlog
 
 BAD = frozenset({"failed", "error"})
@@ -143,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument(
         "--tier", action="append", help="expect only baseline cells of these tiers (default: all)"
     )
+    check.add_argument(
+        "--history",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="earlier runs' report folders: a regression in a test flaky across them is flaky",
+    )
     args = parser.parse_args(argv)
 
     current = snapshot(args.source)
@@ -159,6 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no baseline at {args.baseline}: record one with `nox -s baseline`")
         return 2
     result = compare(json.loads(args.baseline.read_text()), current, args.tier)
+    if args.history:
+        try:
+            previous = history.load(args.history)
+        except history.HistoryError as exc:
+            print(f"--history: {exc}")
+            return 2
+        result = history.reclassify(result, previous, FATAL)
+        result["rows"].sort(key=lambda r: (CLASSES.index(r["class"]), r["cell"], r["test"]))
     out = args.out or args.source
     out.mkdir(parents=True, exist_ok=True)
     (out / "gate.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -30,6 +30,7 @@ PACKAGES = (
     "pytest",
     "packaging",
     "setuptools",
+    "accelerate",  # the optional peer group: the history tells its version changes apart
 )
 
 

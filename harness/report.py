@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 from junitparser import Error, Failure, JUnitXml, TestCase
 
-from harness import drift
+from harness import drift, history
 from harness.cell import BAD_STATUSES
 from harness.spec import label_key
 
@@ -181,8 +181,11 @@ def with_drift(data: dict[str, Any], reports: Path) -> dict[str, Any]:
     return data
 
 
-def write(reports: Path) -> dict[str, Any]:
+def write(reports: Path, history_runs: Iterable[Path] = ()) -> dict[str, Any]:
     data = with_drift(build(load_cells(reports)), reports)
+    data["run"] = history.run_info()
+    if history_runs:  # earlier runs' matrix.json: per-test timelines and recent changes
+        data["history"] = history.build(history.load(history_runs, current=data))
     reports.mkdir(parents=True, exist_ok=True)
     drift_doc = {k: data[k] for k in ("probes", "drift", "trackers", "generated")}
     (reports / "drift.json").write_text(json.dumps(drift_doc, indent=2, sort_keys=True) + "\n")
@@ -195,8 +198,15 @@ def write(reports: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.report")
     parser.add_argument("--reports", type=Path, default=Path("reports"))
+    parser.add_argument(
+        "--history", nargs="+", type=Path, default=[], help="earlier runs' report folders"
+    )
     args = parser.parse_args(argv)
-    data = write(args.reports)
+    try:
+        data = write(args.reports, args.history)
+    except history.HistoryError as exc:
+        print(f"--history: {exc}", file=sys.stderr)
+        return 2
     sys.stdout.write((args.reports / "matrix.md").read_text())
     totals = data["totals"]
     print(f"\n{totals['cells']} cells: {totals['by_status']} → {args.reports / 'matrix.html'}")
