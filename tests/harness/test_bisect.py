@@ -239,6 +239,17 @@ def test_listing_leaves_yanked_releases_out_and_pre_releases_to_pre(
     assert [str(v) for v in pre.versions] == ["1.0", "1.2", "1.3rc1"]
 
 
+def test_listing_collapses_local_labels_and_keeps_pre_releases_to_pre() -> None:
+    text = '{"versions": ["2.6.0", "2.5.0+cpu", "2.5.0", "2.6.0rc1", "2.7.0.dev1", "junk"]}'
+    assert [str(v) for v in releases.parse_listing("Torch", text, pre=False).versions] == [
+        "2.5.0",
+        "2.6.0",
+    ]
+    found = releases.parse_listing("Torch", text, pre=True)
+    assert [str(v) for v in found.versions] == ["2.5.0", "2.6.0rc1", "2.6.0", "2.7.0.dev1"]
+    assert found.package == "torch" and str(found.find("2.5.0+cpu")) == "2.5.0"
+
+
 def test_listing_refuses_an_unknown_package_and_bad_json(index: Path, venv: Path) -> None:
     with pytest.raises(releases.ReleaseError, match="unknown package 'no-such-package-here'"):
         releases.list_releases(
