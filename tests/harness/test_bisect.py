@@ -15,6 +15,7 @@ import sys
 import sysconfig
 import textwrap
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -312,82 +313,65 @@ def test_bisect_finds_an_upstream_fix_with_a_keyword(
 
 # --- refusals -----------------------------------------------------------------------------------
 
-
-def refused(venv: Path, index: Path, project: Path, tmp_path: Path, req: Request) -> str:
-    target = make_target(venv, index, project, tmp_path / "reports")
-    with pytest.raises(Refused) as info:
-        bisection.bisect(req, target, echo=None)
-    return str(info.value)
+Refuse = Callable[..., str]
 
 
-def test_refuses_an_unknown_package(venv: Path, index: Path, project: Path, tmp_path: Path) -> None:
-    req = request(project, index, "1.0", "2.0", "::test_value")
-    req = Request("no-such-package-here", req.low, req.high, req.tests, index_args=req.index_args)
-    assert "unknown package 'no-such-package-here'" in refused(venv, index, project, tmp_path, req)
+@pytest.fixture
+def refuse(venv: Path, index: Path, project: Path, tmp_path: Path) -> Refuse:
+    """``refuse(low, high, *tests, keyword=None, package=PACKAGE)``: the refusal's message."""
+
+    def run(
+        low: str, high: str, *tests: str, keyword: str | None = None, package: str = PACKAGE
+    ) -> str:
+        req = request(project, index, low, high, *tests, keyword=keyword)
+        req = Request(package, req.low, req.high, req.tests, req.keyword)
+        with pytest.raises(Refused) as info:
+            bisection.bisect(
+                req, make_target(venv, index, project, tmp_path / "reports"), echo=None
+            )
+        return str(info.value)
+
+    return run
 
 
-def test_refuses_an_end_not_on_the_index(
-    venv: Path, index: Path, project: Path, tmp_path: Path
-) -> None:
-    message = refused(
-        venv, index, project, tmp_path, request(project, index, "1.0", "2.5", "::test_value")
-    )
+def test_refuses_an_unknown_package(refuse: Refuse) -> None:
+    message = refuse("1.0", "2.0", "::test_value", package="no-such-package-here")
+    assert "unknown package 'no-such-package-here'" in message
+
+
+def test_refuses_an_end_not_on_the_index(refuse: Refuse) -> None:
+    message = refuse("1.0", "2.5", "::test_value")
     assert "--to 2.5 is not a final release of bisectdemo" in message
     assert "nearest: 1.9, 2.0" in message
-    message = refused(
-        venv, index, project, tmp_path, request(project, index, "0.9", "2.0", "::test_value")
-    )
+    message = refuse("0.9", "2.0", "::test_value")
     assert "--from 0.9 is not" in message and "nearest: 1.0, 1.1" in message
 
 
-def test_refuses_from_not_older_than_to(
-    venv: Path, index: Path, project: Path, tmp_path: Path
-) -> None:
+def test_refuses_from_not_older_than_to(refuse: Refuse) -> None:
     for low, high in (("1.6", "1.2"), ("1.6", "1.6")):
-        message = refused(
-            venv, index, project, tmp_path, request(project, index, low, high, "::test_value")
-        )
+        message = refuse(low, high, "::test_value")
         assert f"--from {low} is not older than --to {high}" in message
 
 
-def test_refuses_ends_with_the_same_outcome(
-    venv: Path, index: Path, project: Path, tmp_path: Path
-) -> None:
-    message = refused(
-        venv, index, project, tmp_path, request(project, index, "1.0", "1.4", "::test_value")
-    )
+def test_refuses_ends_with_the_same_outcome(refuse: Refuse, venv: Path) -> None:
+    message = refuse("1.0", "1.4", "::test_value")
     assert "both ends give the same outcome" in message
     assert '"test_demo.py::test_value": "passed"' in message
     assert freeze(venv).strip() == f"{PACKAGE}=={PIN}"  # restored even on a refusal
 
 
-def test_refuses_a_test_that_collects_nothing(
-    venv: Path, index: Path, project: Path, tmp_path: Path
-) -> None:
-    message = refused(
-        venv, index, project, tmp_path, request(project, index, "1.0", "2.0", "::test_gone")
-    )
+def test_refuses_a_test_that_collects_nothing(refuse: Refuse, project: Path) -> None:
+    message = refuse("1.0", "2.0", "::test_gone")
     assert "::test_gone collects nothing" in message and "not found" in message
     # of two tests, the one -k leaves nothing of is named on its own
-    req = request(project, index, "1.0", "2.0", "::test_value", "::test_feature", keyword="value")
-    message = refused(venv, index, project, tmp_path, req)
+    message = refuse("1.0", "2.0", "::test_value", "::test_feature", keyword="value")
     assert message.startswith(f"--test {project / 'test_demo.py'}::test_feature with -k 'value'")
-    message = refused(
-        venv,
-        index,
-        project,
-        tmp_path,
-        request(project, index, "1.0", "2.0", "", keyword="nothing_matches"),
-    )
+    message = refuse("1.0", "2.0", "", keyword="nothing_matches")
     assert "with -k 'nothing_matches' collects nothing" in message
 
 
-def test_refuses_an_end_that_does_not_install(
-    venv: Path, index: Path, project: Path, tmp_path: Path
-) -> None:
-    message = refused(
-        venv, index, project, tmp_path, request(project, index, BROKEN, "2.0", "::test_value")
-    )
+def test_refuses_an_end_that_does_not_install(refuse: Refuse) -> None:
+    message = refuse(BROKEN, "2.0", "::test_value")
     assert f"--from bisectdemo=={BROKEN} does not install" in message
     assert "bisectdemo-missing-dependency" in message
 
