@@ -273,9 +273,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=MATRIX.python[0], default=False)
 def bisect(session: nox.Session) -> None:
-    """The release of a package that changed selected tests in a cell (harness/bisection.py):
-    `-- --package P --from A --to B --test ID [--cell ID] [-k EXPR] [--pre]`. This session's
-    venv is the cell's: it gets the cell's pins, each probe on top, and the pins back."""
+    """Which release changed a cell's tests: -- --package P --from A --to B --test ID [--cell ID]
+
+    harness/bisection.py (also -k EXPR, --pre, index options). This session's venv is the
+    cell's: it gets the cell's pins, each probe on top, and the pins back at the end."""
     from harness import bisection
 
     python = Path(session.bin) / "python"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_noxfile import nox
 
 from harness import bisection, releases
 from harness.bisection import NEW, OLD, Refused, Request, Target
@@ -419,3 +420,10 @@ def test_main_writes_the_json_and_prints_the_table(
     doc = json.loads((reports / "bisect.json").read_text())
     assert doc["answer"]["candidates"] == ["1.3"] and doc["cell"] == "torch2.6-ao0.8-cpu"
     assert "| 1.3 | #3 | 1 passed | 1.4 (to) |" in out.getvalue()
+
+
+def test_nox_lists_the_bisect_session() -> None:
+    done = nox("-l", "--json", "-s", "bisect")
+    assert done.returncode == 0, done.stderr
+    (session,) = json.loads(done.stdout)
+    assert session["name"] == "bisect" and "--package P --from A --to B" in session["description"]
