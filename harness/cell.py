@@ -317,6 +317,7 @@ class CellPlan:
     probe_script: Path = PROBE  # imports torch, writes probe.json, then runs pytest
     env: dict[str, str] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
+    cwd: Path = ROOT  # the project the tests belong to: the folder of matrix.toml
 
 
 def install_commands(
@@ -375,7 +376,8 @@ def plan_for(
     candidates: Sequence[str] = (),
 ) -> CellPlan:
     outdir = reports / "cells" / cell.id
-    requirements = [str(ROOT / r) for r in matrix.requirements_for(cell)]
+    project = matrix.path.parent
+    requirements = [str(project / r) for r in matrix.requirements_for(cell)]
     xfails = [
         x.as_record()
         for x in matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name)
@@ -389,6 +391,7 @@ def plan_for(
         xfails,
         env=dict(cell.backend.env),
         candidates=list(candidates),
+        cwd=project,
     )
 
 
@@ -421,7 +424,9 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
     # cell recompiles them (~2x slower). Let the venv keep its __pycache__.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     for cmd in plan.install:
-        ran = run_logged(cmd, log, timeout_s=deadline - time.monotonic(), env=env, echo=echo)
+        ran = run_logged(
+            cmd, log, timeout_s=deadline - time.monotonic(), env=env, echo=echo, cwd=plan.cwd
+        )
         result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
         if ran.timed_out:
             return finish("timeout", f"install ran past {cell.timeout_s} s", ran.output)
@@ -461,6 +466,7 @@ def run_cell(plan: CellPlan, *, echo: TextIO | None = sys.stdout) -> CellResult:
         timeout_s=deadline - time.monotonic(),
         env=env,
         echo=echo,
+        cwd=plan.cwd,
     )
     facts = json.loads(facts_file.read_text()) if facts_file.exists() else None
     if facts is not None:
