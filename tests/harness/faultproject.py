@@ -65,6 +65,8 @@ def test_fault():
     elif FAULT == "replace":
         shutil.rmtree(OUT)
         OUT.write_text("not a folder\\n")
+    elif FAULT == "block_record":
+        (OUT / "cell.json").mkdir()
     elif FAULT == "wipe_cells":
         shutil.rmtree(OUT.parent)
     elif FAULT in ("fails", "junit_nothing"):
@@ -81,7 +83,7 @@ def test_after():
 '''
 
 # Runs after pytest wrote junit.xml (pytest_unconfigure follows pytest_sessionfinish).
-CONFTEST = '''
+CONFTEST = """
 import json, os
 from pathlib import Path
 
@@ -103,9 +105,9 @@ def pytest_unconfigure(config):
         Path(xml).write_text("")
     elif FAULT == "junit_nothing":
         Path(xml).write_text(NOTHING)
-'''
+"""
 
-SKIPPABLE = '''
+SKIPPABLE = """
 def test_one():
     assert [1] * 2 == [1, 1]
 
@@ -116,16 +118,16 @@ def test_two():
 
 def test_three():
     assert len({1, 2}) == 2
-'''
+"""
 
-SHRINKING = '''
+SHRINKING = """
 def test_stays():
     assert 2 ** 3 == 8
 
 
 def test_goes_away():
     assert abs(-1) == 1
-'''
+"""
 
 
 def backend_table(name: str, faults: dict[str, str], *, extra: str = "") -> str:
@@ -180,12 +182,16 @@ def matrix_toml(
     for name, faults in backends.items():
         absent = [ao for ao in AO if ao not in faults]
         if absent:
-            text += f"\n[[exclude]]\ntorchao = {json.dumps(absent)}\nbackend = [{json.dumps(name)}]\n"
+            text += (
+                f"\n[[exclude]]\ntorchao = {json.dumps(absent)}\nbackend = [{json.dumps(name)}]\n"
+            )
             text += 'reason = "this backend carries faults for the other TorchAO versions"\n'
     if uninstallable:
         others = json.dumps(names[1:])
         if names[1:]:
-            text += f'\n[[exclude]]\ntorch = ["2.99"]\nbackend = {others}\nreason = "once is enough"\n'
+            text += (
+                f'\n[[exclude]]\ntorch = ["2.99"]\nbackend = {others}\nreason = "once is enough"\n'
+            )
             text += f'\n[[exclude]]\ntorchao = ["0.98"]\nbackend = {others}\nreason = "once"\n'
         text += '\n[[exclude]]\ntorch = ["2.99"]\ntorchao = ["0.6", "0.7"]\nreason = "once"\n'
     return text + extra
@@ -222,7 +228,10 @@ class Project:
         return env
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "nox", "-f", str(NOXFILE), f"--envdir={self.envdir}", *args]
+        # relative to nox's working folder, as `nox --envdir .nox/x` is; the cells run in the
+        # project's folder, so every path the harness hands them must be absolute
+        envdir = os.path.relpath(self.envdir, ROOT)
+        return [sys.executable, "-m", "nox", "-f", str(NOXFILE), f"--envdir={envdir}", *args]
 
     def nox(self, *args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
