@@ -293,8 +293,8 @@ def test_the_readme_screenshot_shows_the_current_page_of_a_real_run() -> None:
     # re-rendered with today's templates: a changed page needs `nox -s screenshot` again
     page = report.render_html(data)
     assert text[screenshot.HTML_KEY] == screenshot.sha256(page.encode()), (
-        "the report's page changed since the screenshot: run `nox -s matrix -- --backend cpu`"
-        " then `nox -s screenshot`"
+        "the report's page changed since the screenshot: run `nox -s matrix`, then"
+        " `nox -s screenshot`, and commit reports/screenshots/"
     )
     # real cells of this matrix, from a `nox -s matrix` run (its manifest named them)
     assert data["run"]["expected"].startswith("the run's manifest")
