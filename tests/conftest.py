@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.paths import ROOT  # standard library only, like the loader below
 
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.register_profile(
