@@ -42,19 +42,16 @@ from typing import Any, TextIO
 from packaging.version import Version
 
 from harness import releases as rel
-from harness.cell import (
-    PROBE,
-    cell_pytest_args,
-    install_commands,
-    read_reportlog,
-    run_cell,
-    run_logged,
-    tail,
-)
+from harness.cell import PROBE, cell_pytest_args, install_commands, run_cell, tail
 from harness.cell import CellPlan as _CellPlan
-from harness.runner import REPORTS, ROOT, uv_bin
+from harness.evidence import read_reportlog
+from harness.paths import DEFAULT_REPORTS as REPORTS
+from harness.paths import ROOT
+from harness.procs import run_logged
+from harness.runner import uv_bin
 from harness.spec import TIERS, Cell, Matrix
 from harness.spec import load as load_matrix
+from harness.status import RAN_STATUSES
 
 FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 LOG_TAIL_LINES = 25
@@ -247,6 +244,7 @@ def run_probe(
         xfails=[],  # raw outcomes: the matrix's expectations are about the cell's own pins
         probe_script=target.probe_script,
         env=env,
+        cwd=target.rootdir,
         candidates=[requirement(request.package, version)],
     )
     result = run_cell(plan, echo=None)
@@ -255,9 +253,8 @@ def run_probe(
         probe.log_tail = tail(result.log_tail, LOG_TAIL_LINES)
     elif result.status not in ("skipped",):
         probe.outcome = outcomes(outdir)
-        if result.status in ("crashed", "timeout") or (
-            result.status == "error" and not probe.outcome
-        ):
+        if result.status not in RAN_STATUSES or not probe.outcome:
+            # the run did not end in a trustworthy result (crashed, timeout, inconsistent...)
             probe.outcome["<run>"] = result.status
             probe.log_tail = tail(result.log_tail, LOG_TAIL_LINES)
     probe.seconds = round(time.monotonic() - start, 2)
@@ -290,7 +287,7 @@ def prepare(target: Target, workdir: Path, echo: TextIO | None) -> Path:
     log = workdir / "setup.log"
     log.write_text("")
     for cmd in target.setup:
-        ran = run_logged(cmd, log, timeout_s=target.cell.timeout_s, echo=None)
+        ran = run_logged(cmd, log, timeout_s=target.cell.timeout_s, cwd=ROOT, echo=None)
         if ran.returncode != 0:
             raise Refused(
                 f"the cell {target.cell.id}'s own pins do not install:\n{tail(ran.output, 15)}"
@@ -307,7 +304,9 @@ def restore(target: Target, snapshot: Path, log: Path) -> None:
     if not snapshot.read_text().strip():
         return  # nothing was installed by the setup: nothing to go back to
     cmd = [target.uv, "pip", "sync", "--python", str(target.python), *target.base_index_args]
-    ran = run_logged([*cmd, str(snapshot)], log, timeout_s=target.cell.timeout_s, echo=None)
+    ran = run_logged(
+        [*cmd, str(snapshot)], log, timeout_s=target.cell.timeout_s, cwd=ROOT, echo=None
+    )
     if ran.returncode != 0:
         raise RuntimeError(f"could not restore the cell's pins:\n{tail(ran.output, 15)}")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cell import ROOT
+from harness.paths import ROOT
 
 FAILING = frozenset({"failed", "error"})
 RAN = frozenset({"passed", "failed"})  # cell statuses whose tests all ran to the end
@@ -306,22 +306,22 @@ def build(runs: Sequence[Run]) -> dict[str, Any]:
 # --- the gate -----------------------------------------------------------------------------------
 
 
-def reclassify(
-    result: dict[str, Any], previous: Sequence[Run], fatal: Iterable[str]
-) -> dict[str, Any]:
+def reclassify(result: dict[str, Any], previous: Sequence[Run]) -> dict[str, Any]:
     """Gate rows classed ``regression`` whose test was flaky across the ``previous`` runs become
-    ``flaky``, with those runs named; every other row is left as it was. ``fatal``: the classes
-    that fail the gate."""
+    ``flaky`` (no longer failing the gate), with those runs named; every other row is left as it
+    was, and the verdict is recomputed from the rows' ``fatal`` flags."""
     flaky = flaky_tests(previous)
     for row in result["rows"]:
         runs = flaky.get((row["cell"], junit_key(row["test"])))
         if row["class"] == "regression" and runs:
             row["class"] = "flaky"
-            row["history"] = f"flaky across runs: {', '.join(runs)}"
+            row["fatal"] = False
+            row["why"] = f"flaky across runs: {', '.join(runs)}"
     summary = {k: 0 for k in result["summary"]}
     for row in result["rows"]:
         summary[row["class"]] = summary.get(row["class"], 0) + 1
     result["summary"] = summary
-    result["ok"] = not any(summary.get(kind) for kind in fatal)
+    result["failing_rows"] = sum(bool(r["fatal"]) for r in result["rows"])
+    result["ok"] = not result["failing_rows"]
     result["history_runs"] = [r.label for r in previous]
     return result

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import CHROMIUM, _chromium
 
-from harness import gate, history, report
+from harness import gate, history, report, screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "history"
@@ -144,12 +143,24 @@ def test_junit_and_pytest_ids_are_one_key() -> None:
 # --- the report ------------------------------------------------------------------------------
 
 
+def write_manifest(reports: Path, cells: dict[str, dict[str, Any]]) -> None:
+    """The run's manifest (run.json) naming exactly these cells, as `nox -s matrix` writes it."""
+    keys = ("tier", "torch", "torchao", "backend")
+    entries = [
+        {"id": cid, **{k: cell[k] for k in keys}, "python": cell.get("python", "3.11"), "pins": []}
+        for cid, cell in cells.items()
+    ]
+    (reports / "run.json").write_text(json.dumps({"state": "finished", "cells": entries}))
+
+
 def current_reports(tmp_path: Path, run: Path) -> Path:
     """A reports folder holding ``run``'s cells as cell.json files, as a run leaves them."""
     reports = tmp_path / "reports"
-    for cid, cell in raw(run)["cells"].items():
+    cells = raw(run)["cells"]
+    for cid, cell in cells.items():
         (reports / "cells" / cid).mkdir(parents=True)
         (reports / "cells" / cid / "cell.json").write_text(json.dumps(cell))
+    write_manifest(reports, cells)
     return reports
 
 
@@ -200,22 +211,22 @@ def test_report_refuses_a_bad_history_folder(
 
 
 @pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium on this runner (.ci/run installs Debian's)"
+    screenshot.chromium() is None, reason="no chromium on this runner (.ci/run installs Debian's)"
 )
 def test_history_view_in_a_headless_browser(tmp_path: Path) -> None:
     reports = current_reports(tmp_path, RUNS[5])
     assert report.main(["--reports", str(reports), "--history", *map(str, RUNS[:5])]) == 0
-    page = (reports / "matrix.html").resolve().as_uri()
-    dom = _chromium("--dump-dom", page, tmp=tmp_path)
+    page = (reports / "matrix.html").resolve()
+    dom = screenshot.browser(["--dump-dom", page.as_uri()], screenshot.WIDTH, screenshot.HEIGHT)
     for cell in CELLS:
         assert f'data-history="{cell}"' in dom
     flips = history.changes(history.load(RUNS))
     assert dom.count("data-change=") == len(
         {(c["before_run"], c["after_run"], c["cell"], c["after"]) for c in flips}
     )
-    shot = ROOT / "reports" / "screenshots" / "history.png"
-    shot.parent.mkdir(parents=True, exist_ok=True)
-    _chromium(f"--screenshot={shot}", "--window-size=1400,1100", page, tmp=tmp_path)
+    assert screenshot.overflow(screenshot.layout(page.read_text())) == []  # fits 1400 px
+    shot = tmp_path / "history.png"  # the README's reports/screenshots/history.png was taken so
+    screenshot.browser([f"--screenshot={shot}", page.as_uri()], screenshot.WIDTH, 1100)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
@@ -234,12 +245,12 @@ def test_gate_reports_a_regression_in_a_test_flaky_across_runs_as_flaky() -> Non
     plain = gate.compare(baseline, current)
     regressions = [r for r in plain["rows"] if r["class"] == "regression"]
     assert regressions and not plain["ok"]
-    result = history.reclassify(gate.compare(baseline, current), history.load(RUNS[:5]), gate.FATAL)
+    result = history.reclassify(gate.compare(baseline, current), history.load(RUNS[:5]))
     assert len(result["rows"]) == len(plain["rows"]), "no row is dropped"
     for row in result["rows"]:
         if (row["cell"], row["test"]) in {(r["cell"], r["test"]) for r in regressions}:
-            assert row["class"] == "flaky"
-            assert row["history"] == "flaky across runs: r3, r4, r5"
+            assert row["class"] == "flaky" and not row["fatal"]
+            assert row["why"] == "flaky across runs: r3, r4, r5"
     assert result["ok"] and result["summary"]["flaky"] >= len(regressions)
     assert result["history_runs"] == ["r1", "r2", "r3", "r4", "r5"]
 
@@ -247,9 +258,9 @@ def test_gate_reports_a_regression_in_a_test_flaky_across_runs_as_flaky() -> Non
 def test_gate_keeps_a_regression_whose_test_was_never_flaky_before() -> None:
     baseline, current = snapshots()
     # up to r3 those tests only ever passed: the failures of r6 are regressions
-    result = history.reclassify(gate.compare(baseline, current), history.load(RUNS[:3]), gate.FATAL)
+    result = history.reclassify(gate.compare(baseline, current), history.load(RUNS[:3]))
     assert not result["ok"]
-    assert all("history" not in r for r in result["rows"])
+    assert not any(r["why"].startswith("flaky across runs") for r in result["rows"])
     assert (
         result["summary"]["regression"]
         == len([r for r in result["rows"] if r["class"] == "regression"])
@@ -287,6 +298,7 @@ def test_gate_cli_with_history(tmp_path: Path, capsys: pytest.CaptureFixture[str
         lines = [report_line(t, o) for t, o in cell["tests"].items()]
         lines.append({"$report_type": "SessionFinish", "exitstatus": 1})
         (out / "log.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    write_manifest(source, current["cells"])
     args = ["check", "--from", str(source), "--baseline", str(base)]
     assert gate.main(args) == 1
     assert gate.main([*args, "--history", *map(str, RUNS[:5])]) == 0
