@@ -282,6 +282,24 @@ def tests(session: nox.Session) -> None:
         session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
 
 
+@nox.session(name="tests-installed", venv_backend="none", default=False)
+def tests_installed(session: nox.Session) -> None:
+    """A cell in an existing interpreter, installing nothing: -- --python PY [--backend cuda]
+
+    harness/installed.py (also --gpu-visible, --strict, --any-version, --timeout-s). The cell is
+    named from what PY holds (installed-torch2.11-ao0.17-cuda) and joins reports/run.json."""
+    from harness import installed
+
+    if installed.main(["--reports", str(REPORTS), *session.posargs]) != 0:
+        session.error("the installed cell did not pass (the reason is above)")
+
+
+@nox.session(name="gpu-wheels", venv_backend="none", default=False)
+def gpu_wheels(session: nox.Session) -> None:
+    """The wheels bench/gpu_check.sh carries to the GPU machine, into .wheels (needs an index)."""
+    session.run(sys.executable, "bench/gpu_wheels.py", *session.posargs, external=True)
+
+
 @nox.session(python=MATRIX.python[0], default=False)
 def screenshot(session: nox.Session) -> None:
     """Check the last run's report in headless Chromium at 1400 px (no sideways scrolling) and

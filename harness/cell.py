@@ -57,6 +57,8 @@ class CellResult:
     skips: dict[str, str] = field(default_factory=dict)
     reruns: dict[str, int] = field(default_factory=dict)
     exit_status: int | None = None  # the test process's; None if it never ran or was killed
+    # a cell run in an existing interpreter (harness/installed.py): what it ran in; else empty
+    environment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

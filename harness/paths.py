@@ -18,6 +18,8 @@ DEFAULT_MATRIX = ROOT / "matrix.toml"
 DEFAULT_REPORTS = ROOT / "reports"
 RUN_FILE = "run.json"  # the manifest of a matrix run: which cells should have run
 CELL_FILE = "cell.json"  # a cell's record
+# wheels brought to an interpreter without an index (bench/gpu_wheels.py fills it; ignored)
+WHEELS = ROOT / ".wheels"
 
 
 def matrix_path(environ: Mapping[str, str] | None = None) -> Path:

@@ -56,6 +56,12 @@ def _backend_order(names: Iterable[str]) -> list[str]:
     return sorted(set(names), key=lambda b: (b != "cpu", b))
 
 
+def _row(cell: dict[str, Any]) -> str:
+    """A grid row: the torch label; an installed cell's own row says so (harness/installed.py)."""
+    where = cell.get("environment", {}).get("label")
+    return f"{cell['torch']} ({where})" if where else str(cell["torch"])
+
+
 def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per backend that ran, its cells by torch version (each row: that torch's TorchAO cells);
     per backend that did not run at all, one line: why, and how many cells."""
@@ -68,7 +74,7 @@ def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
             continue
         rows: dict[str, dict[str, str]] = {}
         for cell in _by_version(mine):
-            rows.setdefault(cell["torch"], {})[cell["torchao"]] = cell["id"]
+            rows.setdefault(_row(cell), {})[cell["torchao"]] = cell["id"]
         torchao = sorted({c["torchao"] for c in mine}, key=label_key)
         out.append(
             {

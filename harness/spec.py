@@ -29,6 +29,7 @@ DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 TIERS = ("core", "extended")
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
+ABSENT = "none"  # the label of an axis an installed cell's interpreter lacks (harness/installed)
 _PYTHON = re.compile(r"^3\.(0|[1-9][0-9]*)$")
 _BACKEND = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -246,7 +247,10 @@ class Matrix:
 
 
 def label_key(label: str) -> tuple[int, Version]:
-    """Numeric order of axis labels ("2.10" after "2.9"), with ``latest`` after every release."""
+    """Numeric order of axis labels ("2.10" after "2.9"), with ``latest`` after every release
+    and ``none`` (an installed cell's interpreter without it) before them."""
+    if label == ABSENT:
+        return (-1, Version("0"))
     return (1, Version("0")) if label == LATEST else (0, Version(label))
 
 
