@@ -95,6 +95,19 @@ def run_installed(
     )
 
 
+def gate_check(reports: Path) -> subprocess.CompletedProcess[str]:
+    """The gate on ``reports`` against the committed baseline."""
+    baseline = ROOT / "reports" / "baseline.json"
+    cmd = ["check", "--from", str(reports), "--baseline", str(baseline), "--out", str(reports)]
+    return subprocess.run(
+        [sys.executable, "-m", "harness.gate", *cmd],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="session")
 def torch26(fault_envdir: Path) -> Path:
     """torch 2.6.0 × TorchAO 0.8.0 with the test requirements: an "existing" interpreter."""
@@ -325,24 +338,7 @@ def test_a_missing_requirement_is_refused_with_the_pip_command_and_nothing_insta
     assert report.main(["--reports", str(reports)]) == 0
     data = json.loads((reports / "matrix.json").read_text())
     assert data["cells"][cid]["colour"] == "error"
-    gate = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.gate",
-            "check",
-            "--from",
-            str(reports),
-            "--baseline",
-            str(ROOT / "reports" / "baseline.json"),
-            "--out",
-            str(reports),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    gate = gate_check(reports)
     assert gate.returncode == 1 and "unmet-requirements" in gate.stdout
 
 
@@ -441,24 +437,7 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
     assert [r["torch"] for r in grid["rows"]] == ["2.6", "2.6 (installed)"]
     # the gate, on the installed cell alone, against the committed baseline: its tests are new
     (reports / paths.RUN_FILE).write_text(json.dumps({**manifest, "cells": manifest["cells"][1:]}))
-    gate = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.gate",
-            "check",
-            "--from",
-            str(reports),
-            "--baseline",
-            str(ROOT / "reports" / "baseline.json"),
-            "--out",
-            str(reports),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    gate = gate_check(reports)
     assert gate.returncode == 0, gate.stdout
     classes = json.loads((reports / "gate.json").read_text())
     assert classes["ok"] and classes["summary"]["new"] == sum(record["counts"].values())
