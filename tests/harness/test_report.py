@@ -14,7 +14,11 @@ from harness import report
 from harness.cell import CellResult
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# the runner's own Chrome first (GitHub's ubuntu-24.04 image), then Chromium (.ci/browser)
+CHROMIUM = next(
+    filter(None, map(shutil.which, ("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"))),
+    None,
+)
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="{cid}" tests="4" failures="2" errors="0" skipped="0">
@@ -122,7 +126,7 @@ def _chromium(*args: str, tmp: Path) -> str:
 
 
 @pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium on this runner (.ci/run installs Debian's)"
+    CHROMIUM is None, reason="no Chrome or Chromium on this runner (.ci/browser installs one where apt has it)"
 )
 def test_html_page_in_a_headless_browser(reports: Path, tmp_path: Path) -> None:
     data = report.write(reports)
