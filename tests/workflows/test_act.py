@@ -100,6 +100,7 @@ def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path:
         "setup": "success",
         "cell": "success",
         "aggregate": "success",
+        "verdict": "success",
     }, explain(run)
     assert cell_record(run, CELL)["candidates"] == ["safetensors==0.8.0"]
     summary = run.one("aggregate").summary
@@ -110,6 +111,8 @@ def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path:
     stored = run.artifact("matrix-report")
     assert json.loads((stored / "gate.json").read_text())["ok"] is True
     assert (stored / "gate.md").read_text() in summary
+    verdict = run.one("verdict").summary  # gate.yml's own summary names the PR again
+    assert f"[{PR['repository']}#{PR['number']}]" in verdict and "Gate verdict: **pass**" in verdict
 
 
 CALLER = """\

@@ -4,7 +4,6 @@ A cache entry is $COMPAT_ACT_STORE/cache/<key>/<n>/ for the n-th path, copied by
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -33,11 +32,12 @@ def copy(src: Path, dst: Path) -> None:
                 pass
             except FileNotFoundError:
                 continue
-            except OSError:  # another filesystem: copy instead
-                try:
-                    shutil.copy2(Path(folder, name), target / name, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
+            except OSError as exc:
+                # another filesystem: a copy of a many-GB uv cache is not what a test should do
+                sys.exit(
+                    f"cache stand-in: cannot hard-link {src} into {dst} ({exc.strerror}); put the"
+                    " scenarios' temporary folder (pytest --basetemp) on the filesystem of the path"
+                )
 
 
 if sys.argv[1] == "save":
