@@ -200,7 +200,11 @@ def test_the_nightly_uses_the_nightly_profile_and_keeps_its_database() -> None:
 
 def test_uv_cache_persists_keyed_on_the_pins() -> None:
     cell = jobs(workflow("matrix.yml"))["cell"]
-    on_uv = [s for s in cell["steps"] if s.get("with", {}).get("path") == "~/.cache/uv"]
+    on_uv = [
+        s
+        for s in cell["steps"]
+        if str(s.get("with", {}).get("path", "")).split() == ["~/.cache/uv", "~/Library/Caches/uv"]
+    ]  # uv's cache folder on Linux and on macOS
     restore, save = on_uv
     assert uses(restore, "actions/cache/restore") and uses(save, "actions/cache/save")
     key = restore["with"]["key"]
