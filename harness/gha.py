@@ -1,11 +1,10 @@
 """The GitHub Actions matrix, from matrix.toml through the same loader the noxfile uses, and the
-aggregate's check that every emitted cell came back.
+aggregate's manifest of the cells it emitted.
 
     python -m harness.gha matrix [--tier core] [--backend cpu] [--enabled "cuda xpu"]
                                  [--event schedule] [--cells "torch2.6-ao0.8-cpu"]
                                  [--github-output "$GITHUB_OUTPUT"]
-    python -m harness.gha expect --reports reports [--summary "$GITHUB_STEP_SUMMARY"]
-    python -m harness.gha baseline --baseline reports/baseline.json --out FILE
+    python -m harness.gha manifest --reports reports --tiers "core extended"
     python -m harness.gha verdict --gate reports/gate.json [--github-output "$GITHUB_OUTPUT"]
 
 ``matrix`` writes ``matrix`` ({"include": [...]}: one entry per cell, with the nox session, the
@@ -18,10 +17,11 @@ request reaches a self-hosted runner. Runner labels come from matrix.toml's ``ru
 overridable per backend through ``$COMPAT_MATRIX_RUNS_ON`` (JSON: {"cuda": ["self-hosted",
 "a100"]}).
 
-``expect`` compares the cells the setup job emitted (``$EXPECTED_MATRIX``: the ``matrix``
-output) with the ``cell.json`` files downloaded under ``reports/cells`` and fails, naming each
-cell without a result, when any is missing. ``baseline`` writes the committed baseline
-restricted to the emitted cells, so a narrowed run is judged on what it ran. ``verdict`` turns
+``manifest`` writes ``reports/run.json`` naming the cells the setup job emitted
+(``$EXPECTED_MATRIX``: the ``matrix`` output), the same manifest ``nox -s matrix`` writes, so the
+report and the gate judge exactly those cells (:mod:`harness.verdict`): an emitted cell whose
+``cell.json`` never came back is "no record", which fails both, and a cell the run did not emit
+is never counted missing (a narrowed run is judged on what it ran). ``verdict`` turns
 ``gate.json`` into the reusable workflow's outputs (verdict pass / fail / none, regressions,
 missing). Standard library.
 """
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import runner, spec
+from harness import paths, run, runner, spec
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 # events only someone with write access can start: the only ones GPU runners take
@@ -153,53 +153,35 @@ def github_matrix(
     return {"include": include}
 
 
-def expected_cells(matrix_json: str) -> list[dict[str, str]]:
-    """The cells (id, artifact) the setup job emitted, from its ``matrix`` output."""
+def expected_cells(matrix_json: str) -> list[str]:
+    """The ids of the cells the setup job emitted, from its ``matrix`` output."""
     try:
         doc = json.loads(matrix_json)
-        entries = [{"cell": e["cell"], "artifact": e["artifact"]} for e in doc["include"]]
+        ids = [str(e["cell"]) for e in doc["include"]]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise GhaError(
             f"{EXPECTED_ENV}: not the setup job's matrix output ({exc!r});"
             f" got {matrix_json[:200]!r}"
         ) from None
-    if not entries:
+    if not ids:
         raise GhaError(f"{EXPECTED_ENV}: the setup job emitted no cell")
-    return entries
+    return ids
 
 
-def reported_cells(reports: Path) -> set[str]:
-    """Ids of the cells whose cell.json came back under ``reports/cells``."""
-    found = set()
-    for path in sorted((reports / "cells").glob("*/cell.json")):
-        try:
-            found.add(str(json.loads(path.read_text())["id"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # an unreadable record is no result
-    return found
-
-
-def missing_markdown(expected: list[dict[str, str]], found: set[str]) -> tuple[list[str], str]:
-    """The emitted cells without a result, and the summary section saying so."""
-    missing = [e for e in expected if e["cell"] not in found]
-    if not missing:
-        return [], f"\nAll {len(expected)} emitted cells reported a result.\n"
-    lines = [
-        "",
-        f"## ❌ {len(missing)} of {len(expected)} cells reported no result",
-        "",
-        "The setup job emitted these cells; no `cell.json` came back for them (the job died,"
-        " was cancelled, or uploaded nothing):",
-        "",
-        *[f"- `{e['cell']}` (artifact `{e['artifact']}`)" for e in missing],
-    ]
-    return [e["cell"] for e in missing], "\n".join(lines) + "\n"
-
-
-def restricted_baseline(baseline: dict[str, Any], cells: Iterable[str]) -> dict[str, Any]:
-    """The baseline with only the given cells: what a run of exactly those cells is judged on."""
-    keep = set(cells)
-    return {**baseline, "cells": {k: v for k, v in baseline["cells"].items() if k in keep}}
+def emitted_manifest(
+    matrix: spec.Matrix, ids: Sequence[str], tiers: Sequence[str]
+) -> dict[str, Any]:
+    """The run's manifest (``reports/run.json``) naming exactly the emitted cells, so that the
+    report and the gate judge those (:mod:`harness.verdict`): one that sent nothing back is
+    "no record", a bad cell, and a cell the run did not emit is never counted missing."""
+    known = {c.id: c for c in matrix.cells(tiers=spec.TIERS)}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise GhaError(f"{EXPECTED_ENV}: unknown cell {unknown[0]!r} (not in {matrix.path})")
+    chosen = tuple(known[i] for i in ids)
+    backends = tuple(dict.fromkeys(c.backend.name for c in chosen))
+    selection = run.Selection(tuple(tiers) or ("core",), backends, chosen)
+    return run.manifest(selection, "finished")
 
 
 def verdict(gate: dict[str, Any] | None) -> dict[str, str]:
@@ -240,12 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     emit.add_argument("--event", default=None, help="github.event_name")
     emit.add_argument("--cells", default="", help="narrow to these cell ids or sessions")
     emit.add_argument("--github-output", default=None)
-    check = sub.add_parser("expect", help="fail on emitted cells that reported nothing")
-    check.add_argument("--reports", type=Path, default=Path("reports"))
-    check.add_argument("--summary", default=None, help="append the Markdown here")
-    base = sub.add_parser("baseline", help="the baseline restricted to the emitted cells")
-    base.add_argument("--baseline", type=Path, default=Path("reports/baseline.json"))
-    base.add_argument("--out", type=Path, required=True)
+    manifest = sub.add_parser(
+        "manifest", help="reports/run.json naming the emitted cells ($EXPECTED_MATRIX)"
+    )
+    manifest.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
+    manifest.add_argument("--tiers", default="", help="the run's tiers, space separated")
     result = sub.add_parser("verdict", help="the gate's result as workflow outputs")
     result.add_argument("--gate", type=Path, default=Path("reports/gate.json"))
     result.add_argument("--github-output", default=None)
@@ -283,16 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"{len(emitted['include'])} cells on {', '.join(chosen)}", file=sys.stderr)
             return 0
-        expected = expected_cells(os.environ.get(EXPECTED_ENV, ""))
-        if args.command == "baseline":
-            doc = json.loads(args.baseline.read_text())
-            narrowed = restricted_baseline(doc, [e["cell"] for e in expected])
-            args.out.write_text(json.dumps(narrowed, indent=1, sort_keys=True) + "\n")
-            return 0
-        missing, text = missing_markdown(expected, reported_cells(args.reports))
-        sys.stdout.write(text)
-        _append(args.summary, text)
-        return 1 if missing else 0
+        ids = expected_cells(os.environ.get(EXPECTED_ENV, ""))
+        doc = emitted_manifest(matrix, ids, words(args.tiers))
+        written = run.write_manifest(args.reports, doc)
+        print(f"{len(ids)} emitted cells → {written}", file=sys.stderr)
+        return 0
     except GhaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,8 @@ then the cell's tests in the same interpreter (so torch is imported once per cel
 Writes FACTS.json once torch imports: installed versions, whether TorchAO imports and whether
 its C++ extension ops loaded, and whether the backend's torch probe ``EXPR`` held. With pytest
 arguments it then runs pytest and exits with its code, or exits ``BACKEND_ABSENT`` if the probe
-did not hold. If torch does not import, it dies before writing FACTS.json: an install error.
+did not hold. If torch does not import, FACTS.json says why (``import_error``) and it exits
+``TORCH_IMPORT_FAILED``: an install error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 BACKEND_ABSENT = 77  # exit code: the backend's torch probe did not hold
+TORCH_IMPORT_FAILED = 78  # exit code: torch does not import (FACTS.json has the error)
 PACKAGES = (
     "torch",
     "torchao",
@@ -30,6 +32,7 @@ PACKAGES = (
     "pytest",
     "packaging",
     "setuptools",
+    "accelerate",  # the optional peer group: the history tells its version changes apart
 )
 
 
@@ -41,7 +44,11 @@ def facts(expr: str) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             out["installed"][name] = None
     start = time.perf_counter()
-    import torch  # type: ignore[import-not-found,unused-ignore]  # a failure: install error
+    try:
+        import torch  # type: ignore[import-not-found,unused-ignore]
+    except Exception as exc:  # an install error: the caller exits TORCH_IMPORT_FAILED
+        out["import_error"] = f"{type(exc).__name__}: {exc}"
+        return out
 
     out["torch_cuda_build"] = torch.version.cuda
     try:
@@ -81,6 +88,9 @@ def main(argv: list[str]) -> int:
         Path(options["--out"]).write_text(text + "\n")
     else:
         print(text)
+    if "import_error" in found:
+        print(f"[probe] torch does not import: {found['import_error']}", file=sys.stderr)
+        return TORCH_IMPORT_FAILED
     if rest is None:
         return 0
     if not found["backend_ok"]:

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness import gha, spec, trigger
+from harness import gate, gha, paths, report, spec, trigger
+from harness.cell import CellResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,13 +150,25 @@ def test_the_setup_step_fails_loudly_and_writes_nothing(
     assert not out.exists()
 
 
-# --- the aggregate: every emitted cell must come back -------------------------------------
+# --- the aggregate: the report and the gate judge exactly the emitted cells --------------
 
 
 def write_cell(reports: Path, cell_id: str) -> None:
-    folder = reports / "cells" / cell_id
-    folder.mkdir(parents=True)
-    (folder / "cell.json").write_text(json.dumps({"id": cell_id, "status": "passed"}))
+    """A passed cell's record as a cell job uploads it (cell.json and its reportlog)."""
+    cell = next(c for c in spec.load().cells(tiers=spec.TIERS) if c.id == cell_id)
+    result = CellResult(
+        cell.id,
+        cell.tier,
+        cell.python,
+        cell.torch.label,
+        cell.torchao.label,
+        cell.backend.name,
+        cell.requirements(),
+        status="passed",
+    )
+    result.tests = {"tests/test_x.py::test_ok": "passed"}
+    result.counts["passed"] = 1
+    result.write(paths.cell_dir(reports, cell.id))
 
 
 def emitted(*cells: str) -> str:
@@ -162,75 +176,73 @@ def emitted(*cells: str) -> str:
     return json.dumps(gha.github_matrix(m, list(spec.TIERS), None, cells=cells))
 
 
-def test_the_aggregate_names_each_emitted_cell_without_a_result(tmp_path: Path) -> None:
-    write_cell(tmp_path, "torch2.6-ao0.8-cpu")
-    (tmp_path / "cells" / "torch2.5-ao0.7-cpu").mkdir()  # a folder with no cell.json: no result
-    summary = tmp_path / "summary.md"
+def aggregate(reports: Path, matrix_json: str, tiers: str = "core") -> tuple[int, dict[str, Any]]:
+    """The aggregate job's steps: the manifest, the report; the report's totals."""
     done = run_module(
         "harness.gha",
-        "expect",
-        f"--reports={tmp_path}",
-        f"--summary={summary}",
-        env={"EXPECTED_MATRIX": emitted("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu")},
+        "manifest",
+        f"--reports={reports}",
+        f"--tiers={tiers}",
+        env={"EXPECTED_MATRIX": matrix_json},
     )
-    assert done.returncode == 1
-    assert "## ❌ 1 of 2 cells reported no result" in summary.read_text()
-    assert "- `torch2.5-ao0.7-cpu` (artifact `reports-tests-torch2.5-ao0.7-cpu`)" in done.stdout
+    if done.returncode:
+        return done.returncode, {"stderr": done.stderr}
+    assert report.main(["--reports", str(reports)]) == 0
+    return 0, json.loads((reports / "matrix.json").read_text())
+
+
+def test_an_emitted_cell_without_a_result_is_no_record_and_fails_the_run(tmp_path: Path) -> None:
+    write_cell(tmp_path, "torch2.6-ao0.8-cpu")
+    (tmp_path / "cells" / "torch2.5-ao0.7-cpu").mkdir()  # a folder with no cell.json: no result
+    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu"))
+    assert code == 0
+    assert data["cells"]["torch2.5-ao0.7-cpu"]["status"] == "no-record"
+    assert data["totals"]["bad_cells"] == 1 and data["totals"]["cells"] == 2
+    assert "torch2.5-ao0.7-cpu: no-record" in (tmp_path / "matrix.md").read_text()
 
 
 def test_the_aggregate_fails_on_an_empty_reports_folder(tmp_path: Path) -> None:
     """Every cell died before uploading: the old aggregate rendered bad_cells 0 and passed."""
-    done = run_module(
-        "harness.gha",
-        "expect",
-        f"--reports={tmp_path}",
-        env={"EXPECTED_MATRIX": emitted("torch2.6-ao0.8-cpu")},
-    )
-    assert done.returncode == 1 and "1 of 1 cells reported no result" in done.stdout
+    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu"))
+    assert code == 0 and data["totals"]["bad_cells"] == 1
+    assert data["cells"]["torch2.6-ao0.8-cpu"]["status"] == "no-record"
 
 
 @pytest.mark.parametrize("matrix_json", ["", "not json", '{"include": []}', '{"x": 1}'])
 def test_the_aggregate_fails_when_setup_emitted_nothing(tmp_path: Path, matrix_json: str) -> None:
-    done = run_module(
-        "harness.gha", "expect", f"--reports={tmp_path}", env={"EXPECTED_MATRIX": matrix_json}
-    )
-    assert done.returncode == 2 and "EXPECTED_MATRIX" in done.stderr
+    code, data = aggregate(tmp_path, matrix_json)
+    assert code == 2 and "EXPECTED_MATRIX" in data["stderr"]
 
 
 def test_the_aggregate_passes_when_every_cell_came_back(tmp_path: Path) -> None:
     write_cell(tmp_path, "torch2.6-ao0.8-cpu")
-    done = run_module(
-        "harness.gha",
-        "expect",
-        f"--reports={tmp_path}",
-        env={"EXPECTED_MATRIX": emitted("torch2.6-ao0.8-cpu")},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu"))
+    assert code == 0 and data["totals"]["bad_cells"] == 0 and data["totals"]["cells"] == 1
 
 
 def test_a_narrowed_run_is_judged_on_the_cells_it_ran(tmp_path: Path) -> None:
     """The committed baseline holds core and extended cells; a core-only (or narrowed) run was
-    always red on the 15 extended cells 'missing'. The gate gets the emitted cells' baseline."""
-    from harness.gate import compare
-
-    baseline = json.loads((ROOT / "reports" / "baseline.json").read_text())
-    ran = [c for c, v in baseline["cells"].items() if v["status"] in ("passed", "failed")]
-    core = [c for c in ran if baseline["cells"][c]["tier"] == "core"]
-    current = {"cells": {c: baseline["cells"][c] for c in core}}
-    assert len(ran) > len(core)  # the defect needs extended cells in the baseline
-    assert not compare(baseline, current)["ok"]  # what the old aggregate did
-    narrowed = gha.restricted_baseline(baseline, core)
-    assert compare(narrowed, current)["ok"]
-    out = tmp_path / "narrowed.json"
-    done = run_module(
-        "harness.gha",
-        "baseline",
-        f"--baseline={ROOT / 'reports' / 'baseline.json'}",
-        f"--out={out}",
-        env={"EXPECTED_MATRIX": emitted(core[0])},
-    )
-    assert done.returncode == 0, done.stderr
-    assert list(json.loads(out.read_text())["cells"]) == [core[0]]
+    always red on the extended cells 'missing'. With the manifest of the emitted cells the gate
+    judges exactly those, and a cell it emitted that sent nothing back is still missing."""
+    baseline = ROOT / "reports" / "baseline.json"
+    cells = json.loads(baseline.read_text())["cells"]
+    core = [c for c, v in cells.items() if v["status"] == "passed" and v["tier"] == "core"]
+    assert any(v["tier"] == "extended" for v in cells.values())  # the defect needs them
+    write_cell(tmp_path, core[0])
+    base = tmp_path / "baseline.json"
+    only = {**json.loads(baseline.read_text())}
+    only["cells"] = {core[0]: {**cells[core[0]], "tests": {"tests/test_x.py::test_ok": "passed"}}}
+    only["cells"].update({c: v for c, v in cells.items() if c != core[0]})  # every other cell too
+    base.write_text(json.dumps(only))
+    assert aggregate(tmp_path, emitted(core[0]))[0] == 0
+    check = ["check", "--from", str(tmp_path), "--baseline", str(base), "--out", str(tmp_path)]
+    assert gate.main(check) == 0
+    assert aggregate(tmp_path, emitted(core[0], core[1]))[0] == 0  # core[1] never came back
+    assert gate.main(check) == 1
+    rows = json.loads((tmp_path / "gate.json").read_text())["rows"]
+    assert [(r["class"], r["cell"], r["after"]) for r in rows] == [
+        ("missing", core[1], "no-record")
+    ]
 
 
 def test_the_verdict_outputs(tmp_path: Path) -> None:

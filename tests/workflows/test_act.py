@@ -223,14 +223,14 @@ def test_nightly_fails_on_a_crashed_cell_and_names_the_one_without_results(
     assert f"reports-tests-{OTHER}" not in run.artifacts()
     aggregate = run.one("aggregate")
     assert aggregate.result == "failure"
-    assert "## ❌ 1 of 2 cells reported no result" in aggregate.summary
-    assert f"- `{OTHER}` (artifact `reports-tests-{OTHER}`)" in aggregate.summary
-    assert "every emitted cell reported" in " ".join(aggregate.failed_steps)
+    assert f"### {OTHER}: no-record" in aggregate.summary  # named in "What went wrong"
+    assert f"### {CELL}: crashed" in aggregate.summary
+    assert "fail if a cell failed" in " ".join(aggregate.failed_steps)
     gate = json.loads((run.artifact("matrix-report") / "gate.json").read_text())
     assert gate["ok"] is False
     assert {(r["cell"], r["after"]) for r in gate["rows"] if r["test"] == "*"} == {
         (CELL, "crashed"),
-        (OTHER, "absent"),
+        (OTHER, "no-record"),
     }
 
 
