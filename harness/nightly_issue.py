@@ -4,23 +4,21 @@
 
 A red nightly opens one issue labelled ``nightly-regression`` (or rewrites the open one and
 comments on it); a green nightly comments on the open issue and closes it. The issue's text is
-a pure function of ``gate.json`` (:func:`issue_text`); the API calls use ``$GITHUB_API_URL``,
-``$GITHUB_REPOSITORY`` and ``$GITHUB_TOKEN`` as GitHub Actions sets them (no address is
-written here). Standard library.
+a pure function of ``gate.json`` (:func:`issue_text`); the API calls go through
+:mod:`harness.github_api` (``$GITHUB_API_URL``, no address written here). Standard library.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from harness.gate import render_markdown
+from harness.github_api import GitHub
 
 LABEL = "nightly-regression"
 TITLE = "Nightly matrix: regressions against the baseline"
@@ -70,41 +68,16 @@ def green_comment(run_url: str) -> str:
     )
 
 
-class GitHub:
-    """The few REST calls this needs, against ``api`` (GITHUB_API_URL)."""
-
-    def __init__(self, api: str, repository: str, token: str, timeout_s: float = 30) -> None:
-        self.base = f"{api.rstrip('/')}/repos/{repository}"
-        self.token = token
-        self.timeout_s = timeout_s
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method=method,
-            headers={
-                "Accept": "application/vnd.github+json",
-                "Authorization": f"Bearer {self.token}",
-                "X-GitHub-Api-Version": "2022-11-28",
-                "Content-Type": "application/json",
-            },
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
-
-    def open_issues(self) -> list[dict[str, Any]]:
-        query = urllib.parse.urlencode({"state": "open", "labels": LABEL, "per_page": 20})
-        items = self.call("GET", f"/issues?{query}") or []
-        return [i for i in items if "pull_request" not in i]  # the endpoint lists PRs too
+def open_issues(github: GitHub) -> list[dict[str, Any]]:
+    query = urllib.parse.urlencode({"state": "open", "labels": LABEL, "per_page": 20})
+    items = github.call("GET", f"/issues?{query}") or []
+    return [i for i in items if "pull_request" not in i]  # the endpoint lists PRs too
 
 
 def sync(github: GitHub, gate: dict[str, Any] | None, run_url: str) -> str:
     """Open, update or close the regression issue; returns what was done, for the log."""
     red = gate is None or not gate["ok"]
-    existing = github.open_issues()
+    existing = open_issues(github)
     if red:
         text = issue_text(gate, run_url)
         if existing:
@@ -128,14 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate", type=Path, default=Path("reports/gate.json"))
     parser.add_argument("--run-url", required=True)
     args = parser.parse_args(argv)
-    needed = ("GITHUB_API_URL", "GITHUB_REPOSITORY", "GITHUB_TOKEN")
-    absent = [name for name in needed if not os.environ.get(name)]
-    if absent:
-        print(f"error: {', '.join(absent)} not set (GitHub Actions sets them)", file=sys.stderr)
+    try:
+        github = GitHub.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     gate = json.loads(args.gate.read_text()) if args.gate.exists() else None
-    env = os.environ
-    github = GitHub(env["GITHUB_API_URL"], env["GITHUB_REPOSITORY"], env["GITHUB_TOKEN"])
     print(sync(github, gate, args.run_url))
     return 0
 

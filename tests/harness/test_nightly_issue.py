@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness import nightly_issue
+from harness import gate, nightly_issue
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
@@ -23,35 +23,39 @@ RUN = "https://github.com/owner/compat-matrix/actions/runs/42"
 TEST = "tests/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 
 
-def gate_result(ok: bool) -> dict[str, Any]:
-    rows = (
-        []
-        if ok
-        else [
-            {
-                "class": "regression",
-                "cell": "torch2.6-ao0.8-cpu",
-                "test": TEST,
-                "before": "passed",
-                "after": "failed",
-            },
-            {
-                "class": "missing",
-                "cell": "torch2.5-ao0.7-cpu",
-                "test": "*",
-                "before": "passed",
-                "after": "absent",
-            },
-        ]
-    )
-    summary = {
-        "regression": 0 if ok else 1,
-        "missing": 0 if ok else 1,
-        "fixed": 0,
-        "flaky": 0,
-        "new": 0,
+def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:
+    return {
+        "status": status,
+        "reason": "",
+        "tier": "core",
+        "torch": "2.6",
+        "torchao": "0.8",
+        "backend": "cpu",
+        "installed": {},
+        "candidates": [],
+        "tests": tests,
+        "flaky": [],
+        "skips": {},
     }
-    return {"ok": ok, "summary": summary, "candidates": [], "baseline_created": None, "rows": rows}
+
+
+def gate_result(ok: bool) -> dict[str, Any]:
+    """A real gate result (harness.gate.compare): green, or one regression and one lost cell."""
+    passed = {TEST: "passed"}
+    baseline = {
+        "schema": 2,
+        "cells": {
+            "torch2.6-ao0.8-cpu": snapshot_cell("passed", passed),
+            "torch2.5-ao0.7-cpu": snapshot_cell("passed", passed),
+        },
+    }
+    current = {
+        "cells": {
+            "torch2.6-ao0.8-cpu": snapshot_cell("passed" if ok else "failed", {TEST: "passed" if ok else "failed"}),
+            "torch2.5-ao0.7-cpu": snapshot_cell("passed" if ok else "no-record", passed if ok else {}),
+        }
+    }
+    return gate.compare(baseline, current)
 
 
 def test_the_issue_text_is_the_gate_table_and_a_link_to_the_run() -> None:
@@ -60,9 +64,9 @@ def test_the_issue_text_is_the_gate_table_and_a_link_to_the_run() -> None:
     body = text["body"]
     assert body.startswith(nightly_issue.MARKER)
     assert f"[the run]({RUN})" in body
-    assert "### Regression gate: ❌ regressions or missing results" in body
-    assert f"| regression | torch2.6-ao0.8-cpu | `{TEST}` | passed | failed |" in body
-    assert "| missing | torch2.5-ao0.7-cpu | `*` | passed | absent |" in body
+    assert "### Regression gate: ❌ the gate fails" in body
+    assert f"| regression | torch2.6-ao0.8-cpu | `{TEST}` | passed | failed | yes |" in body
+    assert "| missing | torch2.5-ao0.7-cpu | `*` | passed | no-record | yes |" in body
     assert text == nightly_issue.issue_text(gate_result(False), RUN)  # a pure function
 
 

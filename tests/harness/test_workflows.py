@@ -277,10 +277,46 @@ def test_the_report_is_a_pages_artifact_deployed_when_a_variable_says_so() -> No
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
     pages = [s for s in aggregate["steps"] if uses(s, "actions/upload-pages-artifact")]
     assert pages and pages[0]["if"] == "${{ !cancelled() && inputs.pages }}"
-    assert jobs(workflow("nightly.yml"))["matrix"]["with"]["pages"] is True
-    deploy = jobs(workflow("nightly.yml"))["pages"]
+    nightly = jobs(workflow("nightly.yml"))
+    # the nightly publishes the page with its history: from the history job, not the aggregate
+    assert nightly["matrix"]["with"]["pages"] is False
+    published = [s for s in nightly["history"]["steps"] if uses(s, "actions/upload-pages-artifact")]
+    assert published and published[0]["if"] == "${{ vars.COMPAT_MATRIX_PAGES == 'true' }}"
+    deploy = nightly["pages"]
+    assert deploy["needs"] == "history"
     assert "vars.COMPAT_MATRIX_PAGES == 'true'" in deploy["if"]
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
+    """issue 15: the nightly downloads the previous nightlies' reports for the history view and
+    the gate (a regression flaky across runs is flaky); only that job may read Actions."""
+    nightly = jobs(workflow("nightly.yml"))
+    history = nightly["history"]
+    assert history["needs"] == "matrix" and history["if"] == "${{ !cancelled() }}"
+    assert history["permissions"] == {"contents": "read", "actions": "read"}
+    readers = [
+        (path.name, name)
+        for path in WORKFLOWS
+        for name, job in jobs(load(path)).items()
+        if (job.get("permissions") or {}).get("actions") == "read"
+    ]
+    assert readers == [("nightly.yml", "history")]
+    runs = {step.get("name", ""): step for step in history["steps"]}
+    fetch = runs["earlier nightlies' reports"]
+    assert fetch["if"] == "${{ github.event_name == 'schedule' }}"  # never under act
+    assert "python -m harness.previous_runs --workflow nightly.yml" in fetch["run"]
+    judged = runs["the report and the gate with the history"]["run"]
+    assert "python -m harness.report --reports reports" in judged and '"${hist[@]}"' in judged
+    assert "python -m harness.gate check" in judged
+    assert runs["upload the report with its history"]["with"]["name"] == "matrix-report-history"
+    issue = nightly["issue"]
+    assert issue["needs"] == ["matrix", "history"]
+    downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
+    assert [d["with"]["name"] for d in downloads] == ["matrix-report-history"]
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    upload = next(s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result")
+    assert "reports/run.json" in upload["with"]["path"].split()  # the manifest travels with it
 
 
 def test_nightly_schedule_and_inputs() -> None:

@@ -160,8 +160,8 @@ def test_gate_called_with_a_breaking_candidate_is_red_and_names_the_test(tmp_pat
     assert results["cell"] == "failure" and results["aggregate"] == "failure", explain(run)
     summary = run.one("aggregate").summary
     assert "Judged: upstream pull request [huggingface/safetensors#77]" in summary
-    assert "# Regression gate: ❌ regressions or missing results" in summary
-    assert f"| regression | {CELL} | `{REGRESSED}` | passed | failed |" in summary
+    assert "# Regression gate: ❌ the gate fails" in summary
+    assert f"| regression | {CELL} | `{REGRESSED}` | passed | failed | yes |" in summary
     gate = json.loads((run.artifact("matrix-report") / "gate.json").read_text())
     regressed = {r["test"] for r in gate["rows"] if r["class"] == "regression"}
     assert REGRESSED in regressed
@@ -239,7 +239,14 @@ def test_nightly_with_no_gpu_backend_enabled_creates_no_gpu_job(tmp_path: Path) 
     act.commit(repo)
     asked = " ".join(f"torch2.6-ao0.8-{b}" for b in ("cpu", "cuda", "xpu", "mps"))
     inputs = {"cells": asked, "hypothesis-profile": "dev"}  # backends: the default, all four
-    run = act.run_act(repo, work, "workflow_dispatch", "nightly.yml", {"inputs": inputs})
+    run = act.run_act(
+        repo,
+        work,
+        "workflow_dispatch",
+        "nightly.yml",
+        {"inputs": inputs},
+        variables={"COMPAT_MATRIX_PAGES": "true"},
+    )
     report(run, "nightly.yml, no GPU backend enabled")
     assert run.returncode == 0, explain(run)
     assert [j.matrix.get("backend") for j in run.by_id("cell")] == ["cpu"], explain(run)
@@ -249,10 +256,19 @@ def test_nightly_with_no_gpu_backend_enabled_creates_no_gpu_job(tmp_path: Path) 
         assert f"{backend}: left out: not enabled" in setup
     assert run.one("aggregate").result == "success", explain(run)
     assert "# Regression gate: ✅ no regressions" in run.one("aggregate").summary
-    # the regression issue is for scheduled nights only; Pages needs its variable
-    assert not [j for j in run.by_id("issue") + run.by_id("pages") if j.result]
+    # the history job renders the page and the gate again (no earlier nightlies are fetched
+    # off the schedule) and publishes the page: the Pages variable is set for this run
+    history = run.one("history")
+    assert history.result == "success", explain(run)
+    assert "History across 0 earlier nightlies; the gate with it exited 0." in history.summary
+    assert "previous_runs" not in "".join(history.output)  # the API is read on schedule only
+    assert (run.artifact("matrix-report-history") / "matrix.html").is_file()
     with tarfile.open(run.artifact("github-pages") / "artifact.tar") as tar:
         assert "./index.html" in tar.getnames()
+    assert run.one("pages").result == "success", explain(run)
+    assert (work / "store" / "deployed-pages").read_text().strip() == "github-pages"
+    # the regression issue is for scheduled nights only
+    assert not [j for j in run.by_id("issue") if j.result]
 
 
 @pytest.fixture(autouse=True)
