@@ -62,8 +62,12 @@ LAYOUT_PROBE = """<script>
 </script>"""
 
 
+# the runner's own Chrome first (GitHub's ubuntu-24.04 image ships one), then Debian's Chromium
+BROWSERS = ("google-chrome", "google-chrome-stable", "chromium", "chromium-browser")
+
+
 def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    return next(filter(None, map(shutil.which, BROWSERS)), None)
 
 
 def browser(args: list[str], width: int, height: int) -> str:
