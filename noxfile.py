@@ -24,39 +24,56 @@ from pathlib import Path
 
 import nox
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import runner, spec  # noqa: E402
-from harness.cell import summary_line  # noqa: E402
-from harness.spec import Cell  # noqa: E402
+from harness import paths, run, runner, spec, verdict
+from harness.cell import CellResult, summary_line
+from harness.procs import Stop
+from harness.spec import Cell
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
 
-MATRIX = spec.load(ROOT / "matrix.toml")
-# where cells write and the report is rendered (a test points this at a temporary folder)
-REPORTS = Path(os.environ.get("COMPAT_MATRIX_REPORTS") or ROOT / "reports")
-HARNESS_REQS = ("-r", "requirements/harness.txt")
-# Upstream candidates for the gate reach the cell sessions (run by a nested nox) through here.
+# the matrix and where cells write: COMPAT_MATRIX_TOML / COMPAT_MATRIX_REPORTS point them at a
+# throwaway project in the harness's own tests (its tests/ and requirements/ beside its toml)
+MATRIX = spec.load(paths.matrix_path())
+REPORTS = paths.reports_path()
+HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
+# CI's cell jobs get the gate's upstream candidates here (workflow inputs reach scripts only
+# through env:); the matrix, gate and baseline sessions pass them to the runner directly.
 CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
+FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
 
 
-def _run_and_judge(session: nox.Session, cells: Sequence[Cell]) -> None:
-    """Run cells in this session's venv; skip if none could run, fail if any went wrong."""
-    candidates = json.loads(os.environ.get(CANDIDATES_ENV) or "[]")
-    results = runner.run_cells(
-        MATRIX, cells, python=Path(session.bin) / "python", reports=REPORTS, candidates=candidates
-    )
+def _judge(session: nox.Session, results: Sequence[CellResult], stop: Stop) -> None:
+    """Fail if the run was stopped or any cell went wrong; skip if no cell could run."""
     for result in results:
         session.log(summary_line(result))
-    if all(r.status == "skipped" for r in results):
+    if stop.requested:
+        session.error(f"stopped by {stop.signal}: the cells it cut short are marked interrupted")
+    if results and all(r.status == "skipped" for r in results):
         session.skip(results[0].reason)
     bad = [r.id for r in results if not r.ok]
     if bad:
         session.error(f"{len(bad)} cell(s) did not pass: {', '.join(bad)}")
+
+
+def _run_group(session: nox.Session, cells: list[Cell]) -> None:
+    """Run cells in this session's venv (the per-group and per-cell sessions)."""
+    candidates = json.loads(os.environ.get(CANDIDATES_ENV) or "[]")
+    stop = Stop()
+    with stop.on_signals():
+        results = runner.run_cells(
+            MATRIX,
+            cells,
+            python=Path(session.bin) / "python",
+            reports=REPORTS,
+            candidates=candidates,
+            stop=stop,
+        )
+    _judge(session, results, stop)
 
 
 def _group_session(name: str, cells: list[Cell]) -> None:
@@ -70,7 +87,7 @@ def _group_session(name: str, cells: list[Cell]) -> None:
         allow_parallel=True,  # one venv per group: groups never share files
     )
     def group(session: nox.Session) -> None:
-        _run_and_judge(session, cells)
+        _run_group(session, cells)
 
     aos = ", ".join(c.torchao.pin for c in cells)
     group.__doc__ = f"torch {first.torch.pin} × TorchAO {aos} on {first.backend.name}"
@@ -84,12 +101,12 @@ def _cell_session(cell: Cell) -> None:
         default=False,
     )
     def one(session: nox.Session) -> None:
-        _run_and_judge(session, [cell])
+        _run_group(session, [cell])
 
     one.__doc__ = f"one cell: {' '.join(cell.requirements())} on {cell.backend.name}"
 
 
-for _name, _cells in runner.group_cells(MATRIX, spec.TIERS).items():
+for _name, _cells in runner.group_cells(MATRIX.cells(tiers=spec.TIERS)).items():
     _group_session(_name, _cells)
     for _cell in _cells:
         _cell_session(_cell)
@@ -119,46 +136,63 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
             help="an upstream candidate installed into every cell after the pins: a requirement"
             " (safetensors==0.8.0), a wheel path, or a VCS/URL requirement, verbatim",
         )
+        parser.add_argument(
+            "--history",
+            nargs="+",
+            default=[],
+            help="earlier runs' report folders: a regression in a test flaky across them is flaky",
+        )
     return parser.parse_args(list(posargs))
 
 
 def _run_matrix(
     session: nox.Session, args: argparse.Namespace, candidates: Sequence[str] = ()
-) -> None:
-    """Run the selected groups through a nested nox (a failing group never stops the others)."""
-    names = [
-        name
-        for name, cells in runner.group_cells(MATRIX, args.tier or ["core"]).items()
-        if not args.backend or cells[0].backend.name in args.backend
-    ]
-    env = {CANDIDATES_ENV: json.dumps(list(candidates))} if candidates else {}
-    # the report is of this run: results of earlier selections must not linger in it
-    shutil.rmtree(REPORTS / "cells", ignore_errors=True)
-    session.run(
-        sys.executable,
-        "-m",
-        "nox",
-        "--reuse-venv=yes",
-        f"--envdir={session.env_dir.parent}",  # the outer nox's --envdir, if one was given
-        f"--parallel={args.jobs}",
-        "-s",
-        *names,
-        external=True,
-        success_codes=[0, 1],  # judged from the report below
-        env=env,
-    )
+) -> Stop:
+    """Run the selection in this process (groups side by side, each in its venv), then render
+    the report from the cells that should have run. SIGINT / SIGTERM stop the running cells,
+    which are recorded as interrupted; the report is rendered all the same."""
+    selection = run.select(MATRIX, args.tier or ["core"], args.backend or [])
+    stop = Stop()
+    with stop.on_signals():
+        run.run_matrix(
+            MATRIX,
+            selection,
+            envdir=session.env_dir.parent,  # nox's --envdir: the group venvs live beside it
+            reports=REPORTS,
+            uv=runner.uv_bin(),
+            candidates=candidates,
+            jobs=args.jobs,
+            stop=stop,
+        )
     session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+    return stop
+
+
+def _expectation(args: argparse.Namespace) -> list[str]:
+    """The gate's and baseline's --tier / --backend flags, when judging results from disk."""
+    if args.source is None:
+        return []  # a run just made: its manifest says which cells should have run
+    return [
+        *(f"--tier={t}" for t in args.tier or ()),
+        *(f"--backend={b}" for b in args.backend or ()),
+    ]
 
 
 @nox.session(python=MATRIX.python[0], default=False)
 def matrix(session: nox.Session) -> None:
-    """The main job: every cell this runner can run (others skip), then the matrix report."""
+    """The main job: every cell this runner can run (others skip), then the matrix report.
+    Fails if any cell that should have run did not pass, or the run was stopped."""
     args = _matrix_args("matrix", session.posargs)
     session.install(*HARNESS_REQS)
-    _run_matrix(session, args)
-    summary = json.loads((REPORTS / "matrix.json").read_text())
-    if summary["totals"]["bad_cells"]:
-        session.error(f"{summary['totals']['bad_cells']} cell(s) failed or errored")
+    stop = _run_matrix(session, args)
+    cells = verdict.judge(REPORTS, verdict.expected(REPORTS))
+    if stop.requested:
+        session.error(f"stopped by {stop.signal}: the cells it cut short are marked interrupted")
+    bad = verdict.bad(cells)
+    if bad:
+        shown = ", ".join(f"{c['id']} ({c['status']})" for c in bad)
+        session.error(f"{len(bad)} of {len(cells)} cell(s) failed or errored: {shown}")
+    session.log(f"all {len(cells)} cells passed or were skipped for an absent backend")
 
 
 @nox.session(python=MATRIX.python[0], default=False)
@@ -166,29 +200,31 @@ def baseline(session: nox.Session) -> None:
     """Run the matrix (or take --from results) and record reports/baseline.json."""
     args = _matrix_args("baseline", session.posargs, gate=True)
     session.install(*HARNESS_REQS)
-    if args.source is None:
-        _run_matrix(session, args)
-    source = args.source or REPORTS
+    if args.source is None and _run_matrix(session, args).requested:
+        session.error("stopped: no baseline recorded from an interrupted run")
     session.run(
         "python",
         "-m",
         "harness.gate",
         "baseline",
         "--from",
-        str(source),
+        str(args.source or REPORTS),
         "--out",
         str(REPORTS / "baseline.json"),
+        *_expectation(args),
     )
 
 
 @nox.session(python=MATRIX.python[0], default=False)
 def gate(session: nox.Session) -> None:
     """Run the matrix with --candidate installed (or take --from results); compare with the
-    baseline; fail on any regression or anything missing."""
+    baseline; fail on any regression, anything missing, fewer tests, or a skip that is not an
+    absent backend."""
     args = _matrix_args("gate", session.posargs, gate=True)
     session.install(*HARNESS_REQS)
     if args.source is None:
-        _run_matrix(session, args, args.candidate)
+        if _run_matrix(session, args, args.candidate).requested:
+            session.error("stopped: the gate does not judge an interrupted run")
     elif args.candidate:
         session.error("--candidate needs a matrix run; it cannot apply to --from results")
     session.run(
@@ -202,7 +238,8 @@ def gate(session: nox.Session) -> None:
         str(REPORTS / "baseline.json"),
         "--out",
         str(REPORTS),
-        *[f"--tier={tier}" for tier in args.tier or ["core"]],
+        *_expectation(args),
+        *(["--history", *args.history] if args.history else []),
     )
 
 
@@ -210,16 +247,25 @@ def gate(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Merge reports/cells/* into reports/matrix.{json,md,html}."""
     session.install(*HARNESS_REQS)
-    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+    # `-- --history DIR [DIR...]`: earlier runs' report folders (harness/history.py)
+    session.run("python", "-m", "harness.report", "--reports", str(REPORTS), *session.posargs)
 
 
 @nox.session(python=MATRIX.python[0])
 def tests(session: nox.Session) -> None:
     """The README's test command: the suite on the default cell, then the harness's own tests."""
     cell = MATRIX.default()
-    results = runner.run_cells(MATRIX, [cell], python=Path(session.bin) / "python", reports=REPORTS)
+    stop = Stop()
+    with stop.on_signals():
+        results = runner.run_cells(
+            MATRIX, [cell], python=Path(session.bin) / "python", reports=REPORTS, stop=stop
+        )
     session.log(summary_line(results[0]))
+    if stop.requested:
+        session.error(f"stopped by {stop.signal}")
     session.install(*HARNESS_REQS)
+    # the fault-injection suite's venvs (tests/harness/test_faults.py), kept like nox's own
+    faults = {FAULT_ENVS: str((session.env_dir.parent / "faults").absolute())}
     session.run(
         "python",
         "-m",
@@ -230,9 +276,37 @@ def tests(session: nox.Session) -> None:
         "no:cacheprovider",
         f"--junitxml={REPORTS / 'harness-junit.xml'}",
         *session.posargs,
+        env=faults,
     )
     if not results[0].ok:
         session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
+
+
+@nox.session(name="tests-installed", venv_backend="none", default=False)
+def tests_installed(session: nox.Session) -> None:
+    """A cell in an existing interpreter, installing nothing: -- --python PY [--backend cuda]
+
+    harness/installed.py (also --gpu-visible, --strict, --any-version, --timeout-s). The cell is
+    named from what PY holds (installed-torch2.11-ao0.17-cuda) and joins reports/run.json."""
+    from harness import installed
+
+    if installed.main(["--reports", str(REPORTS), *session.posargs]) != 0:
+        session.error("the installed cell did not pass (the reason is above)")
+
+
+@nox.session(name="gpu-wheels", venv_backend="none", default=False)
+def gpu_wheels(session: nox.Session) -> None:
+    """The wheels bench/gpu_check.sh carries to the GPU machine, into .wheels (needs an index)."""
+    session.run(sys.executable, "bench/gpu_wheels.py", *session.posargs, external=True)
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def screenshot(session: nox.Session) -> None:
+    """Check the last run's report in headless Chromium at 1400 px (no sideways scrolling) and
+    take the README's screenshot from it: reports/screenshots/matrix.{png,json}."""
+    session.install(*HARNESS_REQS)
+    out = paths.DEFAULT_REPORTS / "screenshots"
+    session.run("python", "-m", "harness.screenshot", "--reports", str(REPORTS), "--out", str(out))
 
 
 @nox.session(name="clean-envs", venv_backend="none", default=False)
@@ -240,7 +314,11 @@ def clean_envs(session: nox.Session) -> None:
     """Drop the matrix venvs under .nox (they are rebuilt from uv's cache in seconds).
     `-- --cache` also prunes uv's cache of entries no venv uses."""
     envdir = session.env_dir.parent
-    for venv in sorted(envdir.glob("tests-*")):
+    for venv in sorted(
+        [*envdir.glob("tests-*"), *envdir.glob("matrix-tests-*"), envdir / "faults"]
+    ):
+        if not venv.exists():
+            continue
         session.log(f"removing {venv}")
         shutil.rmtree(venv)
     if "--cache" in session.posargs:
@@ -261,3 +339,17 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "compat", "harness", "bench", "noxfile.py")
     session.run("mypy")
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def bisect(session: nox.Session) -> None:
+    """Which release changed a cell's tests: -- --package P --from A --to B --test ID [--cell ID]
+
+    harness/bisection.py (also -k EXPR, --pre, index options). This session's venv is the
+    cell's: it gets the cell's pins, each probe on top, and the pins back at the end."""
+    from harness import bisection
+
+    python = Path(session.bin) / "python"
+    args = ["--python", str(python), "--reports", str(REPORTS), *session.posargs]
+    if bisection.main(args) != 0:
+        session.error("bisect refused (the reason is above)")

@@ -18,7 +18,7 @@ import platform
 import sys
 import timeit
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     report = {
         "benchmark": "compat.normalize_device vs torch.device",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),

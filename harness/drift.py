@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness import paths
+
 AXIS_FIELD = {"torch": "torch", "peer": "torch", "torchao": "torchao"}
 
 
@@ -21,14 +23,18 @@ def load(reports: Path, cells: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
     """probe -> {"axis", "about", "values": {cell id: value}}."""
     probes: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        path = reports / "cells" / cell["id"] / "drift.json"
-        if not path.exists():
-            continue
-        for name, seen in json.loads(path.read_text()).items():
+        path = paths.cell_dir(reports, cell["id"]) / "drift.json"
+        try:
+            found = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            continue  # a cell's file is untrusted: an unreadable one adds nothing
+        for name, seen in found.items() if isinstance(found, dict) else ():
+            if not isinstance(seen, dict) or seen.get("axis") not in AXIS_FIELD:
+                continue
             entry = probes.setdefault(
                 name, {"axis": seen["axis"], "about": seen.get("about", ""), "values": {}}
             )
-            entry["values"][cell["id"]] = seen["value"]
+            entry["values"][cell["id"]] = seen.get("value")
     return dict(sorted(probes.items()))
 
 

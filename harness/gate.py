@@ -2,21 +2,14 @@
 
     python -m harness.gate baseline [--from reports] [--out reports/baseline.json]
     python -m harness.gate check [--from reports] [--baseline reports/baseline.json]
+                                 [--tier T] [--backend B] [--matrix matrix.toml]
 
-A snapshot holds, per cell, how the cell ended and each test's final outcome (read from the
-cell's pytest-reportlog, so reruns are seen). ``check`` classifies every test:
-
-============  =============================================================================
-regression    failed or errored now, did not before (a new test that fails counts here too)
-fixed         failed or errored before, does not now
-flaky         failed, then passed on a rerun (pytest-rerunfailures)
-new           not in the baseline, not failing
-missing       in the baseline, absent now; or a whole cell that ran in the baseline and did
-              not run now (absent, install-error, crashed, timeout, skipped)
-============  =============================================================================
-
-It writes ``gate.json`` and ``gate.md`` and exits 1 on any regression or anything missing:
-missing is never silently green. Standard library only.
+A snapshot holds, for every cell the run should have run (:mod:`harness.verdict`: the run's
+manifest, or the ``--tier`` / ``--backend`` selection), how the cell ended and each test's
+final outcome and skip reason, as its ``cell.json`` recorded them from the reportlog.
+``check`` classifies every test and cell (the README's table is :data:`CLASSES`) and exits 1
+if any row fails the gate: nothing lost is ever silently green. Snapshots of schema 1 (no skip
+reasons) are read as well. Standard library only.
 """
 
 from __future__ import annotations
@@ -29,90 +22,137 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.cell import read_reportlog
+from harness import history, paths, verdict
+from harness.backends import is_absence
+from harness.status import FAILING, RAN_STATUSES
 
-BAD = frozenset({"failed", "error"})
-RAN = frozenset({"passed", "failed"})  # cell statuses whose tests all ran to the end
-CLASSES = ("regression", "missing", "fixed", "flaky", "new")
-FATAL = frozenset({"regression", "missing"})
+SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)
+# class -> (what it means, whether it fails the gate)
+CLASSES: dict[str, tuple[str, str]] = {
+    "regression": ("failing now, not before (a new test that fails counts too)", "yes"),
+    "missing": (
+        "in the baseline, absent now; or a cell of this run without a complete result"
+        " (no record, crashed, timeout, inconsistent…)",
+        "yes",
+    ),
+    "fewer tests": ("a cell collected fewer tests than in the baseline", "yes"),
+    "now skipped": (
+        "ran before, skipped now (a test, or a whole cell)",
+        "yes, unless the skip reason is an absent backend",
+    ),
+    "fixed": ("failing before, not now", "no"),
+    "flaky": ("failed, then passed on a rerun (`reruns` in matrix.toml)", "no"),
+    "new": ("not in the baseline, not failing", "no"),
+}
+KEPT = ("passed", "xfailed")  # outcomes whose loss to a skip is a loss of coverage
 
 
-def snapshot(reports: Path) -> dict[str, Any]:
-    """Per cell: status, axis values, candidates, and each test's final outcome and reruns."""
+def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
+    """Per expected cell: status, reason, axis values, candidates, each test's outcome."""
     cells: dict[str, Any] = {}
-    for path in sorted((reports / "cells").glob("*/cell.json")):
-        cell = json.loads(path.read_text())
-        log = read_reportlog(path.parent / "log.jsonl")
+    for cell in verdict.judge(reports, want):
+        tests = cell["tests"]
         cells[cell["id"]] = {
             "status": cell["status"],
-            "tier": cell.get("tier", "core"),
+            "reason": cell["reason"],
+            "tier": cell["tier"],
             "torch": cell["torch"],
             "torchao": cell["torchao"],
             "backend": cell["backend"],
-            "installed": cell.get("installed", {}),
-            "candidates": cell.get("candidates", []),
-            "tests": dict(sorted(log.outcomes.items())),
-            "flaky": sorted(n for n, k in log.reruns.items() if log.outcomes.get(n) not in BAD),
+            "installed": cell["installed"],
+            "candidates": cell["candidates"],
+            "tests": tests,
+            "skips": cell["skips"],
+            "flaky": sorted(n for n in cell["reruns"] if tests.get(n) not in FAILING),
         }
     return {
-        "schema": 1,
+        "schema": SCHEMA,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "expected": want.source,
         "cells": cells,
     }
 
 
-def compare(
-    baseline: dict[str, Any], current: dict[str, Any], tiers: list[str] | None = None
-) -> dict[str, Any]:
-    """Classify every test; with ``tiers``, only baseline cells of those tiers are expected."""
-    rows: list[dict[str, str]] = []
+def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Classify every test of every cell of ``current`` (the cells this run should have run)."""
+    schema = baseline.get("schema")
+    if schema not in READABLE_SCHEMAS:
+        raise ValueError(f"baseline schema {schema!r} is not one of {list(READABLE_SCHEMAS)}")
+    rows: list[dict[str, Any]] = []
 
-    def row(kind: str, cell: str, test: str, before: str, after: str) -> None:
-        rows.append({"class": kind, "cell": cell, "test": test, "before": before, "after": after})
+    def row(kind: str, cell: str, test: str, before: str, after: str, **more: Any) -> None:
+        fatal = more.get("fatal", CLASSES[kind][1] == "yes")
+        rows.append(
+            {
+                "class": kind,
+                "cell": cell,
+                "test": test,
+                "before": before,
+                "after": after,
+                "fatal": bool(fatal),
+                "why": more.get("why", ""),
+            }
+        )
 
-    base_cells, cur_cells = baseline["cells"], current["cells"]
-    for cid, base in sorted(base_cells.items()):
-        cur = cur_cells.get(cid)
-        if base["status"] not in RAN:
-            continue  # the baseline expected nothing from this cell (e.g. no GPU there)
-        if tiers and base.get("tier", "core") not in tiers:
-            continue  # this run did not select the cell's tier
-        if cur is None or cur["status"] not in RAN:
-            row("missing", cid, "*", base["status"], "absent" if cur is None else cur["status"])
+    for cid, cur in sorted(current["cells"].items()):
+        base = baseline["cells"].get(cid)
+        base_ran = base is not None and base["status"] in RAN_STATUSES
+        before_cell = "absent" if base is None else base["status"]
+        if cur["status"] == "skipped":
+            if base_ran:
+                absent = is_absence(cur["reason"])
+                row(
+                    "now skipped",
+                    cid,
+                    "*",
+                    before_cell,
+                    "skipped",
+                    fatal=not absent,
+                    why=cur["reason"],
+                )
             continue
+        if cur["status"] not in RAN_STATUSES:
+            row("missing", cid, "*", before_cell, cur["status"], why=cur["reason"])
+            continue
+        known: dict[str, str] = base["tests"] if base_ran and base is not None else {}
         flaky = set(cur.get("flaky", ()))
-        for test, before in sorted(base["tests"].items()):
+        for test, before in sorted(known.items()):
             after = cur["tests"].get(test)
             if after is None:
                 row("missing", cid, test, before, "absent")
-            elif after in BAD and before not in BAD:
+            elif after in FAILING and before not in FAILING:
                 row("regression", cid, test, before, after)
-            elif before in BAD and after not in BAD:
+            elif before in FAILING and after not in FAILING:
                 row("fixed", cid, test, before, after)
+            elif before in KEPT and after == "skipped":
+                why = cur.get("skips", {}).get(test, "")
+                row("now skipped", cid, test, before, after, fatal=not is_absence(why), why=why)
             elif test in flaky:
                 row("flaky", cid, test, before, after)
-    for cid, cur in sorted(cur_cells.items()):
-        base = base_cells.get(cid)
-        known = base["tests"] if base is not None and base["status"] in RAN else {}
         for test, after in sorted(cur["tests"].items()):
-            if test in known:
-                continue
-            row("regression" if after in BAD else "new", cid, test, "absent", after)
+            if test not in known:
+                row("regression" if after in FAILING else "new", cid, test, "absent", after)
+        if known and len(cur["tests"]) < len(known):
+            row("fewer tests", cid, "*", f"{len(known)} tests", f"{len(cur['tests'])} tests")
     summary = Counter(r["class"] for r in rows)
-    candidates = sorted({c for cell in cur_cells.values() for c in cell.get("candidates", [])})
+    candidates = sorted({c for cell in current["cells"].values() for c in cell["candidates"]})
+    order = list(CLASSES)
     return {
-        "ok": not any(summary[k] for k in FATAL),
+        "ok": not any(r["fatal"] for r in rows),
         "summary": {k: summary[k] for k in CLASSES},
+        "failing_rows": sum(r["fatal"] for r in rows),
         "candidates": candidates,
         "baseline_created": baseline.get("created"),
-        "rows": sorted(rows, key=lambda r: (CLASSES.index(r["class"]), r["cell"], r["test"])),
+        "expected": current.get("expected", ""),
+        "rows": sorted(rows, key=lambda r: (order.index(r["class"]), r["cell"], r["test"])),
     }
 
 
 def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
-    verdict = "✅ no regressions" if result["ok"] else "❌ regressions or missing results"
+    verdict_line = "✅ no regressions" if result["ok"] else "❌ the gate fails"
     lines = [
-        f"# Regression gate: {verdict}",
+        f"# Regression gate: {verdict_line}",
         "",
         " · ".join(f"{k}: {v}" for k, v in result["summary"].items()),
     ]
@@ -120,9 +160,14 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
         lines += ["", "Candidates: " + ", ".join(f"`{c}`" for c in result["candidates"])]
     shown = [r for r in result["rows"] if r["class"] != "new"]
     if shown:
-        lines += ["", "| class | cell | test | before | after |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| class | cell | test | before | after | fails the gate | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
         lines += [
             f"| {r['class']} | {r['cell']} | `{r['test']}` | {r['before']} | {r['after']} |"
+            f" {'yes' if r['fatal'] else 'no'} | {r['why'].replace('|', '/')[:200]} |"
             for r in shown[:limit_rows]
         ]
         if len(shown) > limit_rows:
@@ -133,32 +178,57 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.gate")
     sub = parser.add_subparsers(dest="command", required=True)
-    base = sub.add_parser("baseline", help="record reports/cells/* as the baseline")
-    base.add_argument("--from", dest="source", type=Path, default=Path("reports"))
-    base.add_argument("--out", type=Path, default=Path("reports/baseline.json"))
-    check = sub.add_parser("check", help="compare reports/cells/* with the baseline")
-    check.add_argument("--from", dest="source", type=Path, default=Path("reports"))
-    check.add_argument("--baseline", type=Path, default=Path("reports/baseline.json"))
+    for name, text in (
+        ("baseline", "record the run's cells as the baseline"),
+        ("check", "compare the run's cells with the baseline"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--from", dest="source", type=Path, default=paths.DEFAULT_REPORTS)
+        cmd.add_argument("--matrix", type=Path, default=None, help="default: $COMPAT_MATRIX_TOML")
+        cmd.add_argument("--tier", action="append", default=[], help="expect this tier's cells")
+        cmd.add_argument("--backend", action="append", default=[], help="expect these backends'")
+    default_baseline = paths.DEFAULT_REPORTS / "baseline.json"
+    sub.choices["baseline"].add_argument("--out", type=Path, default=default_baseline)
+    check = sub.choices["check"]
+    check.add_argument("--baseline", type=Path, default=default_baseline)
     check.add_argument("--out", type=Path, default=None, help="default: the --from folder")
     check.add_argument(
-        "--tier", action="append", help="expect only baseline cells of these tiers (default: all)"
+        "--history",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="earlier runs' report folders: a regression in a test flaky across them is flaky",
     )
     args = parser.parse_args(argv)
 
-    current = snapshot(args.source)
-    if not current["cells"]:
-        print(f"no cell results under {args.source / 'cells'}: run the matrix first")
+    if not paths.cell_records(args.source):
+        print(f"no cell results under {paths.cells_dir(args.source)}: run the matrix first")
         return 2
+    want = verdict.expected(
+        args.source, matrix_path=args.matrix, tiers=args.tier, backends=args.backend
+    )
+    current = snapshot(args.source, want)
     if args.command == "baseline":
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
-        ran = sum(c["status"] in RAN for c in current["cells"].values())
-        print(f"baseline: {len(current['cells'])} cells ({ran} ran) → {args.out}")
+        out = args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+        ran = sum(c["status"] in RAN_STATUSES for c in current["cells"].values())
+        print(f"baseline: {len(current['cells'])} cells ({ran} ran) → {out}")
         return 0
-    if not args.baseline.exists():
-        print(f"no baseline at {args.baseline}: record one with `nox -s baseline`")
+    baseline_path = args.baseline
+    if not baseline_path.exists():
+        print(f"no baseline at {baseline_path}: record one with `nox -s baseline`")
         return 2
-    result = compare(json.loads(args.baseline.read_text()), current, args.tier)
+    result = compare(json.loads(baseline_path.read_text()), current)
+    if args.history:
+        try:
+            previous = history.load(args.history)
+        except history.HistoryError as exc:
+            print(f"--history: {exc}")
+            return 2
+        result = history.reclassify(result, previous)
+        order = list(CLASSES)
+        result["rows"].sort(key=lambda r: (order.index(r["class"]), r["cell"], r["test"]))
     out = args.out or args.source
     out.mkdir(parents=True, exist_ok=True)
     (out / "gate.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -1,10 +1,15 @@
-"""Merge per-cell results into reports/matrix.{json,md,html}.
+"""Merge a run's cells into reports/matrix.{json,md,html}.
 
-Input: ``reports/cells/<cell>/cell.json`` (what the cell was and how it ended) and, when
-present, ``junit.xml`` (the failing tests with their messages, read with junitparser; rerun
-duplicates collapse to the last attempt). Each cell says what it is; matrix.toml is not re-read.
+Input: the cells that should have run (:mod:`harness.verdict`: the run's manifest, or the
+``--tier`` / ``--backend`` selection of matrix.toml), each with its ``cell.json`` or shown as
+"no record". Failing tests come from cell.json, which the cell took from its reportlog: pytest
+node ids, rerun attempts collapsed. The page is built from parts (templates ``html/<part>.j2``
+and ``md/<part>.j2``, in :data:`PARTS` order) whose data come from :data:`SECTIONS`; a new view
+adds a part and, if it needs data, a section. With ``--history`` the earlier runs' matrix.json
+files add the history part (:mod:`harness.history`).
 
-    python -m harness.report [--reports reports]
+    python -m harness.report [--reports reports] [--tier T] [--backend B] [--matrix matrix.toml]
+                             [--history RUN_DIR ...]
 """
 
 from __future__ import annotations
@@ -13,119 +18,112 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from junitparser import Error, Failure, JUnitXml, TestCase
 
-from harness import drift
-from harness.cell import BAD_STATUSES
+from harness import drift, history, paths, verdict
 from harness.spec import label_key
+from harness.status import BAD_STATUSES, colour, format_counts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a larger $GITHUB_STEP_SUMMARY
 MAX_FAILURES_PER_CELL = 200
+# the page, top to bottom: one template per part in templates/html and templates/md
+PARTS = ("summary", "grids", "history", "controls", "drift", "trackers", "failing")
+BULKY = ("tests", "skips", "reruns")  # per-test data of cell.json the gate reads, not the page
 
 
-def colour(cell: dict[str, Any]) -> str:
-    """pass / fail / xfail / skip / error: the class a cell is drawn with."""
-    status = cell["status"]
-    if status == "failed":
-        return "fail"
-    if status in BAD_STATUSES:
-        return "error"
-    if status == "skipped":
-        return "skip"
-    return "xfail" if cell["counts"].get("xfailed") else "pass"
-
-
-def junit_failures(path: Path) -> list[dict[str, str]] | None:
-    """Failing test cases from a JUnit file, rerun duplicates collapsed (last attempt wins)."""
-    if not path.exists():
-        return None
-    try:
-        xml = JUnitXml.fromfile(str(path))
-    except Exception:  # a cell killed mid-write leaves a truncated file; cell.json still holds
-        return None
-    last: dict[tuple[str, str], dict[str, str] | None] = {}
-    suites = [xml] if xml._tag == "testsuite" else list(xml)
-    for suite in suites:
-        for case in suite:
-            if not isinstance(case, TestCase):
-                continue
-            key = (case.classname or "", case.name or "")
-            bad = [r for r in case.result if isinstance(r, Failure | Error)]
-            last[key] = (
-                {
-                    "nodeid": f"{key[0]}::{key[1]}",
-                    "outcome": "error" if isinstance(bad[0], Error) else "failed",
-                    "message": (bad[0].message or "").strip()[:2000],
-                }
-                if bad
-                else None
-            )
-    return [f for f in last.values() if f is not None]
-
-
-def load_cells(reports: Path) -> list[dict[str, Any]]:
+def load_cells(reports: Path, want: verdict.Expected) -> list[dict[str, Any]]:
     cells = []
-    for path in sorted((reports / "cells").glob("*/cell.json")):
-        cell = json.loads(path.read_text())
-        from_junit = junit_failures(path.parent / "junit.xml")
-        if from_junit is not None and cell["status"] in ("failed", "passed"):
-            cell["failures"] = from_junit
-        cell["colour"] = colour(cell)
+    for cell in verdict.judge(reports, want):
+        for key in BULKY:
+            cell.pop(key, None)
+        cell["failures"] = cell["failures"][:MAX_FAILURES_PER_CELL]
+        cell["colour"] = colour(cell["status"], cell["counts"])
         cells.append(cell)
     return cells
 
 
-def _sorted_versions(values: Iterable[str]) -> list[str]:
-    return sorted(set(values), key=label_key)
+def _by_version(cells: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(cells, key=lambda c: (label_key(c["torch"]), label_key(c["torchao"])))
 
 
-def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's data: per backend a torch × TorchAO grid, the negative controls, totals."""
-    cells_by_id = {cell["id"]: cell for cell in cells}
-    grids: dict[str, dict[str, Any]] = {}
-    for cell in cells:
-        grid = grids.setdefault(cell["backend"], {"rows": {}, "torch": [], "torchao": []})
-        grid["rows"].setdefault(cell["torch"], {})[cell["torchao"]] = cell["id"]
-        grid["torch"].append(cell["torch"])
-        grid["torchao"].append(cell["torchao"])
-        if cell["status"] == "skipped":
-            grid.setdefault("skip_reasons", set()).add(cell["reason"])
-    for grid in grids.values():
-        grid["torch"] = _sorted_versions(grid["torch"])
-        grid["torchao"] = _sorted_versions(grid["torchao"])
-        grid["skip_reasons"] = sorted(grid.get("skip_reasons", ()))
-    controls: dict[str, dict[str, Any]] = {}
-    for cell in cells:
-        if not cell.get("controls"):
+def _backend_order(names: Iterable[str]) -> list[str]:
+    return sorted(set(names), key=lambda b: (b != "cpu", b))
+
+
+def _row(cell: dict[str, Any]) -> str:
+    """A grid row: the torch label; an installed cell's own row says so (harness/installed.py)."""
+    where = cell.get("environment", {}).get("label")
+    return f"{cell['torch']} ({where})" if where else str(cell["torch"])
+
+
+def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per backend that ran, its cells by torch version (each row: that torch's TorchAO cells);
+    per backend that did not run at all, one line: why, and how many cells."""
+    out, absent = [], []
+    for backend in _backend_order(c["backend"] for c in cells):
+        mine = [c for c in cells if c["backend"] == backend]
+        if all(c["status"] == "skipped" for c in mine):
+            reasons = sorted({c["reason"] for c in mine})
+            absent.append({"backend": backend, "reasons": reasons, "cells": len(mine)})
             continue
-        table = controls.setdefault(cell["backend"], {"cells": [], "rows": {}})
-        table["cells"].append(cell["id"])
-        for name, outcome in cell["controls"].items():
-            table["rows"].setdefault(name, {})[cell["id"]] = outcome
-    for table in controls.values():
-        table["cells"].sort(
-            key=lambda cid: (
-                label_key(cells_by_id[cid]["torch"]),
-                label_key(cells_by_id[cid]["torchao"]),
-            )
+        rows: dict[str, dict[str, str]] = {}
+        for cell in _by_version(mine):
+            rows.setdefault(_row(cell), {})[cell["torchao"]] = cell["id"]
+        torchao = sorted({c["torchao"] for c in mine}, key=label_key)
+        out.append(
+            {
+                "backend": backend,
+                # cells: in TorchAO order (the HTML cards); by_ao: for the Markdown table
+                "rows": [
+                    {"torch": t, "cells": list(by_ao.values()), "by_ao": by_ao}
+                    for t, by_ao in rows.items()
+                ],
+                "torchao": torchao,
+            }
         )
+    return out, absent
+
+
+def controls(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per backend, the negative controls: one row per cell, one column per control."""
+    out = []
+    for backend in _backend_order(c["backend"] for c in cells if c.get("controls")):
+        mine = _by_version(c for c in cells if c["backend"] == backend and c.get("controls"))
+        names = sorted({name for c in mine for name in c["controls"]})
+        out.append({"backend": backend, "names": names, "cells": [c["id"] for c in mine]})
+    return out
+
+
+def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]:
+    """The report's data (a JSON document: the pages are rendered from exactly this)."""
     tests: Counter[str] = Counter()
     for cell in cells:
         tests.update(cell["counts"])
     statuses = Counter(cell["status"] for cell in cells)
+    grid_list, absent = grids(cells)
+    run = want.run
     return {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "run": {
+            "expected": want.source,
+            "state": run.get("state", "records"),
+            "signal": run.get("signal"),
+            "candidates": run.get("candidates", []),
+            **history.run_info(),  # the commit and CI run, so history can name a code change
+        },
+        "parts": list(PARTS),
         "cells": {cell["id"]: cell for cell in cells},
-        "grids": dict(sorted(grids.items(), key=lambda kv: (kv[0] != "cpu", kv[0]))),
-        "controls": controls,
-        "drift": {},  # filled by with_drift() from the cells' drift.json files
+        "order": [cell["id"] for cell in cells],
+        "grids": grid_list,
+        "absent": absent,
+        "controls": controls(cells),
+        "drift": [],  # filled by the sections below
         "trackers": [],
         "probes": {},
         "totals": {
@@ -137,21 +135,41 @@ def build(cells: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def add_drift(data: dict[str, Any], reports: Path) -> None:
+    """The "what changed" tables (per backend that ran) and the upstream-bug trackers."""
+    cells = data["cells"]
+    probes = drift.load(reports, cells.values())
+    tables = [
+        {"backend": g["backend"], "axes": drift.table(probes, cells, g["backend"], label_key)}
+        for g in data["grids"]
+    ]
+    data["drift"] = [t for t in tables if t["axes"]]
+    data["trackers"] = drift.trackers(cells)
+    data["probes"] = probes
+
+
+# data producers run in order after build(); each adds what its parts render
+SECTIONS: list[Callable[[dict[str, Any], Path], None]] = [add_drift]
+
+
+def canonical(data: dict[str, Any]) -> dict[str, Any]:
+    """The data as matrix.json holds it: the pages render from this, so re-rendering a saved
+    matrix.json gives the same bytes (the screenshot's provenance relies on it)."""
+    return dict(json.loads(json.dumps(data, sort_keys=True)))
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=jinja2.select_autoescape(["html"]),
+        # the pages show what tests printed: everything is escaped in the HTML templates
+        autoescape=jinja2.select_autoescape(["html.j2"], default_for_string=False),
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
     env.filters["counts"] = format_counts
+    env.filters["extract"] = lambda key, container: container[key]  # ids | map("extract", cells)
     return env
-
-
-def format_counts(counts: dict[str, int]) -> str:
-    order = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")
-    return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "no tests"
 
 
 def render_markdown(data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT) -> str:
@@ -171,18 +189,15 @@ def render_html(data: dict[str, Any]) -> str:
     return _env().get_template("matrix.html.j2").render(**data)
 
 
-def with_drift(data: dict[str, Any], reports: Path) -> dict[str, Any]:
-    """Add the drift tables (per backend) and the upstream-bug trackers to the report data."""
-    probes = drift.load(reports, data["cells"].values())
-    tables = {b: drift.table(probes, data["cells"], b, label_key) for b in data["grids"]}
-    data["drift"] = {backend: t for backend, t in tables.items() if t}
-    data["trackers"] = drift.trackers(data["cells"])
-    data["probes"] = probes
-    return data
-
-
-def write(reports: Path) -> dict[str, Any]:
-    data = with_drift(build(load_cells(reports)), reports)
+def write(
+    reports: Path, want: verdict.Expected, history_runs: Iterable[Path] = ()
+) -> dict[str, Any]:
+    data = build(load_cells(reports, want), want)
+    for section in SECTIONS:
+        section(data, reports)
+    if history_runs:  # earlier runs' matrix.json: per-test timelines and recent changes
+        data["history"] = history.build(history.load(history_runs, current=data))
+    data = canonical(data)
     reports.mkdir(parents=True, exist_ok=True)
     drift_doc = {k: data[k] for k in ("probes", "drift", "trackers", "generated")}
     (reports / "drift.json").write_text(json.dumps(drift_doc, indent=2, sort_keys=True) + "\n")
@@ -194,9 +209,22 @@ def write(reports: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.report")
-    parser.add_argument("--reports", type=Path, default=Path("reports"))
+    parser.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
+    parser.add_argument("--matrix", type=Path, default=None, help="default: $COMPAT_MATRIX_TOML")
+    parser.add_argument("--tier", action="append", default=[], help="expect this tier's cells")
+    parser.add_argument("--backend", action="append", default=[], help="expect these backends'")
+    parser.add_argument(
+        "--history", nargs="+", type=Path, default=[], help="earlier runs' report folders"
+    )
     args = parser.parse_args(argv)
-    data = write(args.reports)
+    want = verdict.expected(
+        args.reports, matrix_path=args.matrix, tiers=args.tier, backends=args.backend
+    )
+    try:
+        data = write(args.reports, want, args.history)
+    except history.HistoryError as exc:
+        print(f"--history: {exc}", file=sys.stderr)
+        return 2
     sys.stdout.write((args.reports / "matrix.md").read_text())
     totals = data["totals"]
     print(f"\n{totals['cells']} cells: {totals['by_status']} → {args.reports / 'matrix.html'}")

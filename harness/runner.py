@@ -1,7 +1,12 @@
 """Run a group of cells that share one venv (one torch version, one backend).
 
-The noxfile calls :func:`run_cells` from a session; this module knows nothing about nox beyond
-the venv interpreter and the uv binary it is handed. Standard library only.
+Both entry points use :func:`run_cells`: a group session (``nox -s tests-torch2.5-cpu``) in the
+venv nox made for it, and the matrix run (:mod:`harness.run`) in the venv it made. Every cell
+ends with a record, whatever happens: a cell whose backend the host lacks is recorded as
+skipped without installing anything; an exception of the harness for one cell becomes that
+cell's ``harness-error`` record and the group goes on; once the run is asked to stop, the
+running cell is killed and recorded as interrupted, and the cells not started yet are recorded
+as interrupted too. Standard library only.
 """
 
 from __future__ import annotations
@@ -11,20 +16,11 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
-from harness.cell import (
-    CellResult,
-    host_lacks,
-    plan_for,
-    run_cell,
-    skipped_results,
-    summary_line,
-)
+from harness import backends
+from harness.cell import CellResult, harness_error, plan_for, record, run_cell, summary_line
+from harness.procs import Echo, Stop
 from harness.spec import Cell, Matrix
-
-ROOT = Path(__file__).resolve().parent.parent
-REPORTS = ROOT / "reports"
 
 
 def uv_bin() -> str:
@@ -58,12 +54,16 @@ def cell_name(cell: Cell) -> str:
     return f"tests-{cell.id}"
 
 
-def group_cells(matrix: Matrix, tiers: Sequence[str]) -> dict[str, list[Cell]]:
+def group_cells(cells: Sequence[Cell]) -> dict[str, list[Cell]]:
     """Cells grouped by (python, torch, backend), in matrix order."""
     groups: dict[str, list[Cell]] = {}
-    for cell in matrix.cells(tiers=tiers):
+    for cell in cells:
         groups.setdefault(group_name(cell), []).append(cell)
     return groups
+
+
+def stopped_reason(stop: Stop) -> str:
+    return f"the run was stopped ({stop.signal}) before this cell started"
 
 
 def run_cells(
@@ -71,32 +71,37 @@ def run_cells(
     cells: Sequence[Cell],
     *,
     python: Path,
-    reports: Path = REPORTS,
+    reports: Path,
     uv: str | None = None,
     candidates: Sequence[str] = (),
-    echo: TextIO | None = sys.stdout,
+    echo: Echo | None = sys.stdout,
+    stop: Stop | None = None,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
-
-    Cells whose backend the host lacks are recorded as skipped without installing anything.
-    """
-    backends = {cell.backend.name: cell.backend for cell in cells}
-    results: list[CellResult] = []
-    runnable: list[Cell] = []
-    for name, backend in backends.items():
-        mine = [c for c in cells if c.backend.name == name]
-        reason = host_lacks(backend)
-        if reason:
-            results += skipped_results(mine, reason, reports)
-        else:
-            runnable += mine
-    tool = (uv or uv_bin()) if runnable else ""
-    for cell in runnable:
-        plan = plan_for(matrix, cell, python, uv=tool, reports=reports, candidates=candidates)
-        result = run_cell(plan, echo=echo)
+    Returns one result per cell, in the order given; each is also written as its cell.json."""
+    stop = stop or Stop()
+    python = python.absolute()  # cells run in their project's folder; never resolve(): a
+    # venv's interpreter is a symlink to the base one, and following it leaves the venv
+    results: dict[str, CellResult] = {}
+    present = {cell.backend.name: cell.backend for cell in cells}
+    absent = {name: backends.host_lacks(backend) for name, backend in present.items()}
+    tool = uv or (uv_bin() if any(reason is None for reason in absent.values()) else "")
+    for cell in cells:
+        reason = absent[cell.backend.name]
+        try:
+            if reason:
+                result = record(cell, "skipped", reason, reports)
+            elif stop.requested:
+                result = record(cell, "interrupted", stopped_reason(stop), reports)
+            else:
+                plan = plan_for(
+                    matrix, cell, python, uv=tool, reports=reports, candidates=candidates
+                )
+                result = run_cell(plan, echo=echo, stop=stop)
+        except Exception as exc:  # one cell's harness failure is that cell's status
+            result = harness_error(cell, exc, reports)
+        results[cell.id] = result
         if echo is not None:
             echo.write(f"[harness] {summary_line(result)}\n")
             echo.flush()
-        results.append(result)
-    order = {cell.id: i for i, cell in enumerate(cells)}
-    return sorted(results, key=lambda r: order[r.id])
+    return [results[cell.id] for cell in cells]

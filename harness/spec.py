@@ -8,25 +8,32 @@ the field and the bad value.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import os
 import re
 import sys
+import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "matrix.toml"
+from harness.paths import DEFAULT_MATRIX
+
+DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
+
 TIERS = ("core", "extended")
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
+ABSENT = "none"  # the label of an axis an installed cell's interpreter lacks (harness/installed)
 _PYTHON = re.compile(r"^3\.(0|[1-9][0-9]*)$")
 _BACKEND = re.compile(r"^[a-z][a-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLATFORMS = ("aix", "cygwin", "darwin", "emscripten", "linux", "wasi", "win32")  # sys.platform
 
 
 class MatrixSpecError(ValueError):
@@ -102,10 +109,26 @@ class ExpectedFailure:
     where: Selector
     reason: str
     strict: bool = True
+    origin: str = ""  # where it was declared: "xfail[3]"
 
     def as_record(self) -> dict[str, Any]:
-        """The JSON form a test run applies (tests/conftest.py)."""
-        return {"tests": list(self.tests), "reason": self.reason, "strict": self.strict}
+        """The JSON form a cell carries (cell-spec.json) and tests/conftest.py applies."""
+        return {
+            "tests": list(self.tests),
+            "reason": self.reason,
+            "strict": self.strict,
+            "origin": self.origin,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ExpectedFailure:
+        return cls(
+            tuple(record["tests"]),
+            Selector(),
+            str(record["reason"]),
+            bool(record.get("strict", True)),
+            str(record.get("origin", "")),
+        )
 
     def matches_test(self, nodeid: str) -> bool:
         return any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in self.tests)
@@ -156,6 +179,11 @@ class Matrix:
     reruns: int = 0
     peer_requirements: tuple[str, ...] = ()  # the optional peer group (drift cells only)
     peer_tiers: tuple[str, ...] = ()
+
+    @property
+    def root(self) -> Path:
+        """The project the matrix belongs to: its tests/ and requirements/ sit beside it."""
+        return self.path.resolve().parent
 
     def requirements_for(self, cell: Cell) -> list[str]:
         """Requirements files installed into ``cell`` after its pins."""
@@ -219,7 +247,10 @@ class Matrix:
 
 
 def label_key(label: str) -> tuple[int, Version]:
-    """Numeric order of axis labels ("2.10" after "2.9"), with ``latest`` after every release."""
+    """Numeric order of axis labels ("2.10" after "2.9"), with ``latest`` after every release
+    and ``none`` (an installed cell's interpreter without it) before them."""
+    if label == ABSENT:
+        return (-1, Version("0"))
     return (1, Version("0")) if label == LATEST else (0, Version(label))
 
 
@@ -305,6 +336,16 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
         if tier not in TIERS:
             raise r.fail("tier", f"must be one of {list(TIERS)}", tier)
         pairs = r.strings("torch", [])
+        if "torch" in r.table and not pairs:
+            raise r.fail(
+                "torch",
+                "must list at least one torch version (omit it to pair with every torch of the"
+                " same tier)",
+                [],
+            )
+        for j, paired_label in enumerate(pairs):
+            if paired_label in pairs[:j]:
+                raise r.fail(f"torch[{j}]", "is listed twice", paired_label)
         if (label == LATEST) != (pin == LATEST):
             raise r.fail("pin", f"{LATEST!r} goes with version {LATEST!r} only", pin)
         if label == LATEST:
@@ -338,25 +379,65 @@ def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
             entry,
             ("host_probe", "platforms", "torch_probe", "index_env", "env", "runs_on"),
         )
+        if not any(key in r.table for key in ("host_probe", "platforms", "torch_probe")):
+            raise MatrixSpecError(
+                path,
+                f"backends.{name}",
+                "must say how a runner without it is detected: a host_probe command, the"
+                " platforms it exists on, or a torch_probe expression",
+            )
         probe = r.get("torch_probe", str, "True")
-        try:
-            compile(probe, f"backends.{name}.torch_probe", "eval")
-        except SyntaxError:
-            raise r.fail("torch_probe", "is not a Python expression", probe) from None
+        if "torch_probe" in r.table:
+            _check_torch_probe(r, probe)
+        host_probe = r.strings("host_probe", [])
+        if "host_probe" in r.table and not host_probe:
+            raise r.fail("host_probe", "must name a command (a list of its words)", [])
+        platforms = r.strings("platforms", [])
+        if "platforms" in r.table and not platforms:
+            raise r.fail("platforms", f"must list sys.platform values, from {list(PLATFORMS)}", [])
+        for i, value in enumerate(platforms):
+            if value not in PLATFORMS:
+                raise r.fail(
+                    f"platforms[{i}]",
+                    f"is not a sys.platform value; known: {list(PLATFORMS)}",
+                    value,
+                )
+        index_env = r.get("index_env", str, "")
+        if index_env and not _ENV_NAME.match(index_env):
+            raise r.fail("index_env", "is not an environment variable name", index_env)
         env = r.get("env", dict, {})
         for key, value in env.items():
+            if not _ENV_NAME.match(key):
+                raise r.fail(f"env.{key}", "is not an environment variable name", key)
             if not isinstance(value, str):
                 raise r.fail(f"env.{key}", "must be a string", value)
+        runs_on = r.strings("runs_on", ["ubuntu-24.04"])
+        if not runs_on:
+            raise r.fail("runs_on", "must list the runner labels of the backend's jobs", [])
         out[name] = Backend(
             name,
-            r.strings("host_probe", []),
-            r.strings("platforms", []),
+            host_probe,
+            platforms,
             probe,
-            r.get("index_env", str, ""),
+            index_env,
             tuple(sorted(env.items())),
-            r.strings("runs_on", ["ubuntu-24.04"]),
+            runs_on,
         )
     return out
+
+
+def _check_torch_probe(r: _Reader, probe: str) -> None:
+    """A torch probe is a Python expression that asks torch something: a constant can never
+    be false, so it would detect nothing."""
+    try:
+        tree = ast.parse(probe, f"{r.where}.torch_probe", "eval")
+    except SyntaxError:
+        raise r.fail("torch_probe", "is not a Python expression", probe) from None
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    if "torch" not in names:
+        raise r.fail(
+            "torch_probe", "must ask torch (a constant is never false, so detects nothing)", probe
+        )
 
 
 def _selector(r: _Reader, axes: Mapping[str, Iterable[str]]) -> Selector:
@@ -457,18 +538,31 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     default_cell = (d.table["torch"], d.table["torchao"], d.table["backend"])
 
     exclusions = []
+    pairs = [(t, a) for t in torch for a in torchao if paired(t, a)]
     for i, entry in enumerate(doc.get("exclude", [])):
         r = _Reader(path, f"exclude[{i}]", entry, (*axes, "reason"))
-        exclusions.append(Exclusion(_selector(r, axes), _reason(r)))
+        where = _selector(r, axes)
+        if not any(where.matches(t.label, a.label, b) for t, a in pairs for b in backends):
+            raise MatrixSpecError(
+                path,
+                f"exclude[{i}]",
+                "matches no cell (is a torch / TorchAO pair misnamed?)",
+                entry,
+            )
+        exclusions.append(Exclusion(where, _reason(r)))
 
     xfails = []
     for i, entry in enumerate(doc.get("xfail", [])):
         r = _Reader(path, f"xfail[{i}]", entry, (*axes, "tests", "reason", "strict"))
         tests = r.strings("tests")
         if not tests or any(not t.startswith("tests/") for t in tests):
-            raise r.fail("tests", "must list pytest node-id patterns starting with 'tests/'", tests)
+            raise r.fail(
+                "tests", "must list pytest node-id patterns starting with 'tests/'", list(tests)
+            )
         xfails.append(
-            ExpectedFailure(tests, _selector(r, axes), _reason(r), r.get("strict", bool, True))
+            ExpectedFailure(
+                tests, _selector(r, axes), _reason(r), r.get("strict", bool, True), f"xfail[{i}]"
+            )
         )
 
     matrix = Matrix(

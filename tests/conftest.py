@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.paths import ROOT  # standard library only, like the loader below
 
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.register_profile(
@@ -89,13 +89,14 @@ def matrix_cell() -> dict[str, Any]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from fnmatch import fnmatchcase
+    from harness.spec import ExpectedFailure  # the one matcher of matrix.toml's patterns
 
+    xfails = [ExpectedFailure.from_record(entry) for entry in CELL["xfails"]]
     for item in items:
-        for entry in CELL["xfails"]:
-            if any(fnmatchcase(item.nodeid, pattern) for pattern in entry["tests"]):
-                reason = f"[matrix.toml, cell {CELL['id']}] {entry['reason']}"
-                item.add_marker(pytest.mark.xfail(reason=reason, strict=entry["strict"]))
+        for xfail in xfails:
+            if xfail.matches_test(item.nodeid):
+                reason = f"[matrix.toml {xfail.origin}, cell {CELL['id']}] {xfail.reason}"
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=xfail.strict))
 
 
 @pytest.fixture(scope="session", autouse=True)

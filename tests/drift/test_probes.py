@@ -522,6 +522,34 @@ def test_accelerate_moves_quantized_weight(drift: Any, accelerate_utils: ModuleT
     )
 
 
+def test_accelerate_loads_quantized_weight(drift: Any, accelerate_utils: ModuleType) -> None:
+    # The checkpoint-loading path (from_pretrained / diffusers' load_model_dict_into_meta): a
+    # TorchAO int8 weight-only weight handed in as ``value``. accelerate 1.2.1 rebuilt the
+    # AffineQuantizedTensor from its ``layout_tensor`` field, which TorchAO 0.7 renamed
+    # (pytorch/ao #1046), so with TorchAO 0.7-0.17 it raised AttributeError (diffusers #10470);
+    # accelerate 1.3.0 reads ``tensor_impl`` (PR #3332). The bisect demo in the README finds that
+    # release from this probe. Values: (class of the stored weight, dequantized values intact).
+    module = cases.quantized_module()
+    expected = module.weight.dequantize().clone()  # type: ignore[operator]
+    checkpoint = module.weight.detach()
+
+    def load() -> tuple[str, bool]:
+        accelerate_utils.set_module_tensor_to_device(module, "weight", "cpu", value=checkpoint)
+        weight = module._parameters["weight"]
+        return type(weight).__name__, bool(torch.equal(weight.dequantize(), expected))
+
+    value = observe(load)
+    known = {"('AffineQuantizedTensor', True)", "('Int8Tensor', True)"}
+    check(
+        drift,
+        "accelerate set_module_tensor_to_device(module, 'weight', 'cpu', value=TorchAO weight)",
+        value,
+        known,
+        axis="peer",
+        about="(class, values intact) after loading a quantized checkpoint value",
+    )
+
+
 def test_accelerate_cleans_fused_qkv(drift: Any, accelerate_utils: ModuleType) -> None:
     clean = accelerate_utils.clean_state_dict_for_safetensors
     value = observe(lambda: sorted(clean(cases.qkv_views())))

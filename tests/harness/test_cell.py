@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import backends, runner
 from harness import cell as cellmod
-from harness.cell import CellPlan, read_reportlog, run_cell, summarize
+from harness.cell import CellPlan, run_cell
+from harness.evidence import read_reportlog
 from harness.spec import Backend, Cell, Version_
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
@@ -88,6 +90,16 @@ MIXED = """
 """
 
 
+TEARDOWN = """
+    @pytest.fixture
+    def breaks_on_teardown():
+        yield
+        raise RuntimeError("teardown")
+    def test_fails_then_errors_in_teardown(breaks_on_teardown): assert False
+    def test_passes_then_errors_in_teardown(breaks_on_teardown): pass
+"""
+
+
 def test_passing_cell(tmp_path: Path) -> None:
     p = plan(tmp_path, "def test_a(): pass\ndef test_b(): pass\n")
     result = run_cell(p, echo=None)
@@ -118,6 +130,29 @@ def test_failing_cell_counts_every_outcome(tmp_path: Path) -> None:
     }
     assert "== 3" in result.failures[0]["message"]
     assert "test_bad" in result.log_tail
+
+
+def test_junit_and_reportlog_agree_on_reruns_teardown_errors_and_skipped_modules(
+    tmp_path: Path,
+) -> None:
+    p = plan(tmp_path, MIXED + TEARDOWN)
+    (tmp_path / "project" / "test_gone.py").write_text(
+        "import pytest\n\npytest.skip('no accelerate here', allow_module_level=True)\n"
+    )
+    result = run_cell(p, echo=None)
+    assert result.status == "failed", result.reason  # not "inconsistent": the counts agree
+    assert result.tests["test_gone.py"] == "skipped"
+    assert result.skips["test_gone.py"] == "no accelerate here"
+    assert result.tests["test_it.py::test_fails_then_errors_in_teardown"] == "error"
+
+
+def test_a_module_that_does_not_import_stops_pytest_and_is_named(tmp_path: Path) -> None:
+    p = plan(tmp_path, "def test_a(): pass\n")
+    (tmp_path / "project" / "test_broken.py").write_text("import no_such_module_xyz\n")
+    result = run_cell(p, echo=None)
+    assert result.status == "error"
+    assert "1 collection error(s), test_broken.py" in result.reason
+    assert "no_such_module_xyz" in result.reason
 
 
 def test_crash_is_recorded_with_the_log_tail(tmp_path: Path) -> None:
@@ -160,7 +195,7 @@ def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:
     p = plan(tmp_path, "def test_a(): pass\n", import_error="libcublas.so.12: cannot open")
     result = run_cell(p, echo=None)
     assert result.status == "install-error"
-    assert "libcublas" in result.log_tail
+    assert "torch does not import" in result.reason and "libcublas" in result.reason
 
 
 def test_backend_absent_in_torch_skips_with_a_reason(tmp_path: Path) -> None:
@@ -169,21 +204,39 @@ def test_backend_absent_in_torch_skips_with_a_reason(tmp_path: Path) -> None:
     assert "no usable cpu" in result.reason
 
 
-def test_no_tests_collected_is_an_error(tmp_path: Path) -> None:
+def test_no_tests_collected_is_its_own_status(tmp_path: Path) -> None:
     result = run_cell(plan(tmp_path, "x = 1\n"), echo=None)
-    assert result.status == "error" and "no tests" in result.reason
+    assert result.status == "no-tests" and "collected no test" in result.reason
+    assert not result.ok
 
 
 def test_host_probe_decides_before_installing(tmp_path: Path) -> None:
     absent = Backend("cuda", host_probe=("sh", "-c", "exit 7"))
-    assert "exited 7" in (cellmod.host_lacks(absent) or "")
+    assert "exited 7" in (backends.host_lacks(absent) or "")
     assert "FileNotFoundError" in (
-        cellmod.host_lacks(Backend("x", host_probe=("no-such-binary-xyz",))) or ""
+        backends.host_lacks(Backend("x", host_probe=("no-such-binary-xyz",))) or ""
     )
     assert "needs platform darwin" in (
-        cellmod.host_lacks(Backend("mps", platforms=("darwin",)), "linux") or ""
+        backends.host_lacks(Backend("mps", platforms=("darwin",)), "linux") or ""
     )
-    assert cellmod.host_lacks(Backend("cpu")) is None
+    assert backends.host_lacks(Backend("cpu")) is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "absent"),
+    [
+        ("no cuda on this runner: `nvidia-smi -L` exited 9", True),
+        ("mps needs platform darwin, runner is linux", True),
+        ("no usable xpu in torch: `torch.xpu.is_available()` is false", True),
+        ("no usable cuda device on this runner", True),  # the suite's own words
+        ("needs a CUDA device", True),
+        ("switched off", False),
+        ("torch.distributed with the gloo backend is not built into this torch", False),
+        ("arrived in 2.7", False),
+    ],
+)
+def test_only_an_absent_backend_counts_as_absence(reason: str, absent: bool) -> None:
+    assert backends.is_absence(reason) is absent
 
 
 def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
@@ -210,7 +263,7 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
     ]
     log.write_text("\n".join(json.dumps(r) for r in records) + "\n{truncated")
     test_log = read_reportlog(log)
-    counts, failures = summarize(test_log)
+    counts, failures = test_log.counts(), test_log.failures()
     assert test_log.finished
     assert test_log.reruns == {"t::flaky": 1}
     assert counts["passed"] == 1 and counts["xfailed"] == 1 and counts["error"] == 1
@@ -238,3 +291,35 @@ def test_real_probe_writes_facts_and_reports_an_absent_backend(tmp_path: Path) -
     facts = json.loads(out.read_text())
     assert facts["backend_ok"] is False and facts["installed"]["torch"]
     assert isinstance(facts["torchao_cpp"], bool)
+
+
+def test_rerun_attempts_do_not_make_the_evidence_disagree(tmp_path: Path) -> None:
+    """pytest-rerunfailures writes each attempt to junit.xml and to the reportlog; the counts
+    still agree (a real venv from uv's cache with the plugin, the harness's own rerun flag)."""
+    uv = runner.uv_bin()
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+    reqs = (ROOT / "requirements" / "test.txt").read_text().splitlines()
+    wanted = [r for r in reqs if r.startswith(("pytest==", "pytest-reportlog", "pytest-rerun"))]
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *wanted],
+        check=True,
+    )
+    flaky = """
+        import itertools
+        COUNT = itertools.count()
+        def test_flaky(): assert next(COUNT) > 0
+        def test_always_bad(): assert False
+        def test_fine(): pass
+    """
+    p = plan(tmp_path, flaky)
+    p.python = venv / "bin" / "python"
+    p.pytest_args.append("--reruns=1")
+    result = run_cell(p, echo=None)
+    assert result.status == "failed", result.reason
+    assert result.reruns == {"test_it.py::test_always_bad": 1, "test_it.py::test_flaky": 1}
+    assert result.tests == {
+        "test_it.py::test_always_bad": "failed",
+        "test_it.py::test_fine": "passed",
+        "test_it.py::test_flaky": "passed",
+    }

@@ -1,4 +1,5 @@
-"""The regression gate: every class on constructed results, and a candidate wheel end to end."""
+"""The regression gate: every class on constructed records, the committed baseline (schema 1)
+still accepted, and a candidate wheel end to end."""
 
 from __future__ import annotations
 
@@ -9,133 +10,194 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness import gate
+from harness import gate, paths, spec, verdict
+from harness import run as run_mod
 from harness.cell import CellPlan, CellResult, candidate_command, run_cell
 from harness.runner import uv_bin
 from harness.spec import Backend, Cell, Version_
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def write_cell(reports: Path, cid: str, status: str, records: list[dict[str, object]]) -> None:
+
+def entry(cid: str) -> dict[str, Any]:
     torch, ao, backend = cid.removeprefix("torch").split("-")
-    out = reports / "cells" / cid
-    out.mkdir(parents=True)
-    CellResult(cid, "core", "3.11", torch, ao.removeprefix("ao"), backend, [], status=status).write(
-        out
-    )
-    lines = [json.dumps({"$report_type": "TestReport", **r}) for r in records]
-    lines.append(json.dumps({"$report_type": "SessionFinish", "exitstatus": 0}))
-    (out / "log.jsonl").write_text("\n".join(lines) + "\n")
+    return {
+        "id": cid,
+        "tier": "core",
+        "python": "3.11",
+        "torch": torch,
+        "torchao": ao.removeprefix("ao"),
+        "backend": backend,
+        "pins": [],
+    }
 
 
-def call(nodeid: str, outcome: str, **extra: object) -> dict[str, object]:
-    return {"nodeid": nodeid, "when": "call", "outcome": outcome, **extra}
+def write_cell(
+    reports: Path,
+    cid: str,
+    status: str,
+    tests: dict[str, str],
+    *,
+    reason: str = "",
+    skips: dict[str, str] | None = None,
+    reruns: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    e = entry(cid)
+    result = CellResult(cid, "core", "3.11", e["torch"], e["torchao"], e["backend"], [])
+    result.status, result.reason, result.tests = status, reason, tests
+    result.skips, result.reruns = skips or {}, reruns or {}
+    result.write(paths.cell_dir(reports, cid))
+    return e
+
+
+def expect(*cids: str) -> verdict.Expected:
+    return verdict.Expected([entry(c) for c in cids], "this test")
+
+
+C57, C68, CUDA, GONE = (
+    "torch2.5-ao0.7-cpu",
+    "torch2.6-ao0.8-cpu",
+    "torch2.6-ao0.8-cuda",
+    "torch2.4-ao0.6-cpu",
+)
+BEFORE = {
+    "t::stays_green": "passed",
+    "t::breaks": "passed",
+    "t::errors_now": "passed",
+    "t::gets_fixed": "failed",
+    "t::flaky": "passed",
+    "t::vanishes": "passed",
+    "t::expected": "xfailed",
+    "t::switched_off": "passed",
+    "t::needs_gpu": "passed",
+}
+NOW = {
+    "t::stays_green": "passed",
+    "t::breaks": "failed",
+    "t::errors_now": "error",
+    "t::gets_fixed": "passed",
+    "t::flaky": "passed",
+    "t::expected": "xfailed",
+    "t::switched_off": "skipped",
+    "t::needs_gpu": "skipped",
+    "t::brand_new": "passed",
+}
 
 
 @pytest.fixture
-def runs(tmp_path: Path) -> tuple[Path, Path]:
+def runs(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     base, cur = tmp_path / "base", tmp_path / "cur"
-    write_cell(
-        base,
-        "torch2.5-ao0.7-cpu",
-        "failed",
-        [
-            call("t::stays_green", "passed"),
-            call("t::breaks", "passed"),
-            call("t::errors_now", "passed"),
-            call("t::gets_fixed", "failed"),
-            call("t::flaky", "passed"),
-            call("t::vanishes", "passed"),
-            call("t::expected", "skipped", wasxfail=""),
-        ],
-    )
-    write_cell(base, "torch2.6-ao0.8-cpu", "passed", [call("t::a", "passed")])
-    write_cell(base, "torch2.6-ao0.8-cuda", "skipped", [])
+    write_cell(base, C57, "failed", BEFORE)
+    write_cell(base, C68, "passed", {"t::a": "passed"})
+    write_cell(base, CUDA, "passed", {"t::a": "passed"})
+    write_cell(base, GONE, "passed", {"t::a": "passed"})
     write_cell(
         cur,
-        "torch2.5-ao0.7-cpu",
+        C57,
         "failed",
-        [
-            call("t::stays_green", "passed"),
-            call("t::breaks", "failed", longrepr="assert 1 == 2"),
-            {"nodeid": "t::errors_now", "when": "setup", "outcome": "failed"},
-            call("t::gets_fixed", "passed"),
-            call("t::flaky", "rerun"),
-            call("t::flaky", "passed"),
-            call("t::expected", "skipped", wasxfail=""),
-            call("t::brand_new", "passed"),
-            call("t::brand_new_broken", "failed"),
-        ],
+        NOW,
+        skips={"t::switched_off": "switched off", "t::needs_gpu": "needs a CUDA device"},
+        reruns={"t::flaky": 1},
     )
-    write_cell(cur, "torch2.6-ao0.8-cpu", "crashed", [])
-    write_cell(cur, "torch2.6-ao0.8-cuda", "skipped", [])
-    return base, cur
+    write_cell(cur, C68, "crashed", {}, reason="the interpreter died (SIGSEGV)")
+    write_cell(cur, CUDA, "skipped", {}, reason="no cuda on this runner: `nvidia-smi -L` exited 9")
+    # GONE should have run and left no record
+    everything = expect(C57, C68, CUDA, GONE)
+    return gate.snapshot(base, everything), gate.snapshot(cur, everything)
 
 
-def test_every_class(runs: tuple[Path, Path]) -> None:
-    base, cur = runs
-    result = gate.compare(gate.snapshot(base), gate.snapshot(cur))
-    got = {(r["class"], r["cell"], r["test"]) for r in result["rows"]}
-    c57 = "torch2.5-ao0.7-cpu"
+def test_every_class(runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    baseline, current = runs
+    result = gate.compare(baseline, current)
+    got = {(r["class"], r["cell"], r["test"], r["fatal"]) for r in result["rows"]}
     assert got == {
-        ("regression", c57, "t::breaks"),
-        ("regression", c57, "t::errors_now"),
-        ("regression", c57, "t::brand_new_broken"),
-        ("fixed", c57, "t::gets_fixed"),
-        ("flaky", c57, "t::flaky"),
-        ("missing", c57, "t::vanishes"),
-        ("new", c57, "t::brand_new"),
-        ("missing", "torch2.6-ao0.8-cpu", "*"),  # ran in the baseline, crashed now
+        ("regression", C57, "t::breaks", True),
+        ("regression", C57, "t::errors_now", True),
+        ("fixed", C57, "t::gets_fixed", False),
+        ("flaky", C57, "t::flaky", False),
+        ("missing", C57, "t::vanishes", True),
+        ("now skipped", C57, "t::switched_off", True),
+        ("now skipped", C57, "t::needs_gpu", False),  # an absent backend is not lost coverage
+        ("new", C57, "t::brand_new", False),
+        ("missing", C68, "*", True),  # ran in the baseline, crashed now
+        ("now skipped", CUDA, "*", False),  # the runner lacks the backend
+        ("missing", GONE, "*", True),  # no record
     }
-    assert result["summary"] == {"regression": 3, "missing": 2, "fixed": 1, "flaky": 1, "new": 1}
+    rows = {(r["cell"], r["test"]): r for r in result["rows"]}
+    assert rows[(C57, "t::switched_off")]["why"] == "switched off"
+    assert rows[(GONE, "*")]["after"] == "no-record"
     assert result["ok"] is False
 
 
-def test_exit_codes_and_outputs(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    base, cur = runs
+def test_a_fall_in_collected_tests_is_named(tmp_path: Path) -> None:
+    write_cell(tmp_path / "b", C68, "passed", {"t::a": "passed", "t::b": "passed"})
+    write_cell(tmp_path / "c", C68, "passed", {"t::a": "passed"})
+    want = expect(C68)
+    result = gate.compare(gate.snapshot(tmp_path / "b", want), gate.snapshot(tmp_path / "c", want))
+    assert [(r["class"], r["before"], r["after"]) for r in result["rows"]] == [
+        ("missing", "passed", "absent"),
+        ("fewer tests", "2 tests", "1 tests"),
+    ]
+    assert result["ok"] is False
+
+
+def test_a_new_cell_that_did_not_run_fails_the_gate(tmp_path: Path) -> None:
+    write_cell(tmp_path / "b", C68, "passed", {"t::a": "passed"})
+    write_cell(tmp_path / "c", C68, "passed", {"t::a": "passed"})
+    write_cell(tmp_path / "c", C57, "inconsistent", {}, reason="inconsistent evidence: x")
+    result = gate.compare(
+        gate.snapshot(tmp_path / "b", expect(C68)), gate.snapshot(tmp_path / "c", expect(C68, C57))
+    )
+    assert [(r["class"], r["cell"], r["before"]) for r in result["rows"]] == [
+        ("missing", C57, "absent")
+    ]
+
+
+def test_exit_codes_outputs_and_the_manifest(tmp_path: Path) -> None:
+    base, cur = tmp_path / "base", tmp_path / "cur"
+    write_cell(base, C68, "passed", {"t::a": "passed"})
+    write_cell(cur, C68, "failed", {"t::a": "failed"})
+    matrix = spec.load()
+    selection = run_mod.Selection(("core",), ("cpu",), (matrix.default(),))
+    for folder in (base, cur):
+        run_mod.write_manifest(folder, run_mod.manifest(selection, "finished"))
     baseline = tmp_path / "baseline.json"
     assert gate.main(["baseline", "--from", str(base), "--out", str(baseline)]) == 0
+    assert json.loads(baseline.read_text())["cells"].keys() == {C68}
     assert gate.main(["check", "--from", str(base), "--baseline", str(baseline)]) == 0
     assert json.loads((base / "gate.json").read_text())["ok"] is True
     assert gate.main(["check", "--from", str(cur), "--baseline", str(baseline)]) == 1
     md = (cur / "gate.md").read_text()
+    assert "❌" in md and f"| regression | {C68} | `t::a` | passed | failed | yes |" in md
+    # flags override the manifest: every core cpu cell is expected, eleven have no record
     assert (
-        "❌" in md and "| regression | torch2.5-ao0.7-cpu | `t::breaks` | passed | failed |" in md
+        gate.main(["check", "--from", str(base), "--baseline", str(baseline), "--backend", "cpu"])
+        == 1
     )
-    assert (
-        gate.main(["check", "--from", str(tmp_path / "nothing"), "--baseline", str(baseline)]) == 2
-    )
+    assert json.loads((base / "gate.json").read_text())["summary"]["missing"] == 11
+    assert gate.main(["check", "--from", str(tmp_path / "none"), "--baseline", str(baseline)]) == 2
 
 
-def test_tiers_limit_which_baseline_cells_are_expected(
-    runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    base, _ = runs
-    baseline = gate.snapshot(base)
-    baseline["cells"]["torch2.6-ao0.8-cpu"]["tier"] = "extended"
-    current = gate.snapshot(base)
-    del current["cells"]["torch2.6-ao0.8-cpu"]
-    assert gate.compare(baseline, current)["summary"]["missing"] == 1
-    assert gate.compare(baseline, current, ["core"])["ok"] is True
-
-
-def test_a_missing_cell_alone_fails_the_gate(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    base, _ = runs
-    only = tmp_path / "only"
-    write_cell(
-        only,
-        "torch2.5-ao0.7-cpu",
-        "failed",
-        [
-            call(n, o)
-            for n, o in gate.snapshot(base)["cells"]["torch2.5-ao0.7-cpu"]["tests"].items()
-        ],
-    )
-    result = gate.compare(gate.snapshot(base), gate.snapshot(only))
-    assert [r["cell"] for r in result["rows"]] == ["torch2.6-ao0.8-cpu"]
-    assert result["ok"] is False
+def test_the_committed_baseline_is_still_read(tmp_path: Path) -> None:
+    """reports/baseline.json (schema 1, no skip reasons) judged against its own cpu core cells."""
+    committed = json.loads((ROOT / "reports" / "baseline.json").read_text())
+    assert committed["schema"] in gate.READABLE_SCHEMAS
+    cpu_core = {
+        cid: cell
+        for cid, cell in committed["cells"].items()
+        if cell["backend"] == "cpu" and cell.get("tier", "core") == "core"
+    }
+    assert len(cpu_core) == 12
+    for cid, cell in cpu_core.items():
+        write_cell(tmp_path, cid, cell["status"], cell["tests"])
+    result = gate.compare(committed, gate.snapshot(tmp_path, expect(*cpu_core)))
+    assert result["ok"] is True, [r for r in result["rows"] if r["fatal"]][:5]
+    with pytest.raises(ValueError, match="schema 99"):
+        gate.compare({**committed, "schema": 99}, gate.snapshot(tmp_path, expect(*cpu_core)))
 
 
 # --- end to end: a baseline run, then a candidate wheel that changes behaviour -------------
@@ -209,6 +271,9 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
         )
         return run_cell(plan, echo=None)
 
+    selection = run_mod.Selection(("core",), (), (cell,))
+    for folder in ("before", "after", "again"):
+        run_mod.write_manifest(tmp_path / folder, run_mod.manifest(selection, "finished"))
     before = run(tmp_path / "before", [])
     assert before.status == "passed"
     baseline = tmp_path / "baseline.json"
@@ -217,9 +282,9 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
     after = run(tmp_path / "after", [str(patched)])
     assert after.status == "failed"
     assert gate.main(["check", "--from", str(tmp_path / "after"), "--baseline", str(baseline)]) == 1
-    verdict = json.loads((tmp_path / "after" / "gate.json").read_text())
-    assert verdict["candidates"] == [str(patched)]
-    assert [(r["class"], r["test"]) for r in verdict["rows"]] == [
+    judged = json.loads((tmp_path / "after" / "gate.json").read_text())
+    assert judged["candidates"] == [str(patched)]
+    assert [(r["class"], r["test"]) for r in judged["rows"]] == [
         ("regression", "test_tiny.py::test_answer")
     ]
 

@@ -1,53 +1,72 @@
-"""The matrix report: merge, colours, Markdown limits, and the HTML page in a real browser."""
+"""The matrix report: the cells that should have run, colours, absent backends, Markdown
+limits, node ids, and the HTML page in a real browser at 1400 px."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import report
+from harness import paths, report, screenshot, spec, verdict
 from harness.cell import CellResult
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-JUNIT = """<?xml version="1.0" encoding="utf-8"?>
-<testsuites><testsuite name="{cid}" tests="4" failures="2" errors="0" skipped="0">
-<testcase classname="tests.test_a" name="test_flaky"><failure message="first try">x</failure></testcase>
-<testcase classname="tests.test_a" name="test_flaky"/>
-<testcase classname="tests.test_a" name="test_bad"><failure message="assert 1 == 2">tb</failure></testcase>
-<testcase classname="tests.test_a" name="test_ok"/>
-</testsuite></testsuites>
-"""
+needs_chromium = pytest.mark.skipif(
+    screenshot.chromium() is None, reason="no chromium on this runner (.ci/run installs Debian's)"
+)
 
 
-def make_cell(reports: Path, torch: str, ao: str, backend: str, status: str, **extra: Any) -> str:
-    cid = f"torch{torch}-ao{ao}-{backend}"
-    result = CellResult(
-        cid, "core", "3.11", torch, ao, backend, [f"torch=={torch}.0"], status=status
-    )
-    for key, value in extra.items():
-        setattr(result, key, value)
-    out = reports / "cells" / cid
-    out.mkdir(parents=True)
-    result.write(out)
-    return cid
+class Run:
+    """Cell records written the way the harness writes them, and the run's manifest."""
+
+    def __init__(self, reports: Path) -> None:
+        self.reports = reports
+        self.entries: list[dict[str, Any]] = []
+
+    def cell(self, torch: str, ao: str, backend: str, status: str, **extra: Any) -> str:
+        cid = f"torch{torch}-ao{ao}-{backend}"
+        self.entries.append(
+            {
+                "id": cid,
+                "tier": "core",
+                "python": "3.11",
+                "torch": torch,
+                "torchao": ao,
+                "backend": backend,
+                "pins": [f"torch=={torch}.0"],
+            }
+        )
+        if status != "no-record":
+            result = CellResult(
+                cid, "core", "3.11", torch, ao, backend, [f"torch=={torch}.0"], status=status
+            )
+            for key, value in extra.items():
+                setattr(result, key, value)
+            result.write(paths.cell_dir(self.reports, cid))
+        return cid
+
+    def expected(self) -> verdict.Expected:
+        return verdict.Expected(list(self.entries), "this test's run")
+
+    def write(self) -> dict[str, Any]:
+        return report.write(self.reports, self.expected())
+
+
+FAILURES = [
+    {"nodeid": "tests/test_a.py::test_bad[cpu]", "outcome": "failed", "message": "assert 1 == 2"},
+    {"nodeid": "tests/test_a.py::test_worse", "outcome": "error", "message": "<b>not bold</b>"},
+]
 
 
 @pytest.fixture
-def reports(tmp_path: Path) -> Path:
-    r = tmp_path / "reports"
-    make_cell(r, "2.3", "0.6", "cpu", "passed", counts={"passed": 40, "xfailed": 0})
-    make_cell(r, "2.3", "0.7", "cpu", "passed", counts={"passed": 38, "xfailed": 2})
-    failed = make_cell(r, "2.4", "0.6", "cpu", "failed", counts={"passed": 38, "failed": 1})
-    (r / "cells" / failed / "junit.xml").write_text(JUNIT.format(cid=failed))
-    make_cell(
-        r,
+def run(tmp_path: Path) -> Run:
+    r = Run(tmp_path / "reports")
+    r.cell("2.3", "0.6", "cpu", "passed", counts={"passed": 40, "xfailed": 0})
+    r.cell("2.3", "0.7", "cpu", "passed", counts={"passed": 38, "xfailed": 2})
+    r.cell("2.4", "0.6", "cpu", "failed", counts={"passed": 38, "failed": 1}, failures=FAILURES)
+    r.cell(
         "2.4",
         "0.7",
         "cpu",
@@ -55,16 +74,15 @@ def reports(tmp_path: Path) -> Path:
         reason="the interpreter died (SIGSEGV)",
         log_tail="Fatal Python error: Segmentation fault",
     )
-    make_cell(r, "2.10", "0.6", "cpu", "timeout", reason="tests ran past the cell's 10 s")
+    r.cell("2.10", "0.6", "cpu", "timeout", reason="tests ran past the cell's 10 s")
+    r.cell("2.10", "0.7", "cpu", "no-record")  # expected, never written
     for t in ("2.3", "2.4"):
-        make_cell(
-            r, t, "0.6", "cuda", "skipped", reason="no cuda on this runner: `nvidia-smi -L` failed"
-        )
+        r.cell(t, "0.6", "cuda", "skipped", reason="no cuda on this runner")
     return r
 
 
-def test_merge_colours_totals_and_version_order(reports: Path) -> None:
-    data = report.write(reports)
+def test_colours_totals_no_record_and_version_order(run: Run) -> None:
+    data = run.write()
     cells = data["cells"]
     assert {cid: c["colour"] for cid, c in cells.items()} == {
         "torch2.3-ao0.6-cpu": "pass",
@@ -72,114 +90,100 @@ def test_merge_colours_totals_and_version_order(reports: Path) -> None:
         "torch2.4-ao0.6-cpu": "fail",
         "torch2.4-ao0.7-cpu": "error",
         "torch2.10-ao0.6-cpu": "error",
+        "torch2.10-ao0.7-cpu": "error",
         "torch2.3-ao0.6-cuda": "skip",
         "torch2.4-ao0.6-cuda": "skip",
     }
-    assert data["grids"]["cpu"]["torch"] == ["2.3", "2.4", "2.10"]  # numeric, not lexical
-    assert list(data["grids"]) == ["cpu", "cuda"]
-    assert data["totals"]["bad_cells"] == 3
-    # rerun duplicates collapse to the last attempt: test_flaky passed in the end
-    failing = cells["torch2.4-ao0.6-cpu"]["failures"]
-    assert [f["nodeid"] for f in failing] == ["tests.test_a::test_bad"]
-    assert json.loads((reports / "matrix.json").read_text())["totals"]["cells"] == 7
+    assert cells["torch2.10-ao0.7-cpu"]["status"] == "no-record"
+    (grid,) = data["grids"]  # a grid only for the backend that ran
+    assert grid["backend"] == "cpu"
+    assert [row["torch"] for row in grid["rows"]] == ["2.3", "2.4", "2.10"]  # numeric order
+    assert data["absent"] == [
+        {"backend": "cuda", "reasons": ["no cuda on this runner"], "cells": 2}
+    ]
+    assert data["totals"]["bad_cells"] == 4
+    saved = json.loads((run.reports / "matrix.json").read_text())
+    assert saved == data and saved["totals"]["cells"] == 8
 
 
-def test_markdown_shows_every_cell_and_the_failures(reports: Path) -> None:
-    report.write(reports)
-    md = (reports / "matrix.md").read_text()
-    assert "## cpu" in md and "## cuda" in md
+def test_a_record_outside_the_run_is_left_out_and_a_foreign_one_is_no_record(run: Run) -> None:
+    stray = CellResult("torch9.9-ao0.1-cpu", "core", "3.11", "9.9", "0.1", "cpu", [])
+    stray.write(paths.cell_dir(run.reports, stray.id))
+    foreign = paths.cell_dir(run.reports, "torch2.10-ao0.7-cpu") / "cell.json"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text(json.dumps({"id": "torch2.3-ao0.6-cpu", "status": "passed"}))
+    cells = run.write()["cells"]
+    assert "torch9.9-ao0.1-cpu" not in cells
+    assert cells["torch2.10-ao0.7-cpu"]["status"] == "no-record"
+    assert "not a record of this cell" in cells["torch2.10-ao0.7-cpu"]["reason"]
+
+
+def test_markdown_names_node_ids_and_absent_backends_in_one_line(run: Run) -> None:
+    run.write()
+    md = (run.reports / "matrix.md").read_text()
+    assert "## cpu" in md and "## cuda" not in md
+    assert "- **cuda**: no cuda on this runner — 2 cells skipped" in md
     assert "❌ failed: 38 passed, 1 failed" in md
     assert "💥 crashed: the interpreter died (SIGSEGV)" in md
-    assert "`tests.test_a::test_bad` — failed: assert 1 == 2" in md
-    assert "Skipped: no cuda on this runner" in md
+    assert "💥 no-record: no record: the cell should have run" in md
+    assert "`tests/test_a.py::test_bad[cpu]` — failed: assert 1 == 2" in md
 
 
-def test_markdown_is_truncated_with_a_note(reports: Path) -> None:
-    data = report.build(report.load_cells(reports))
+def test_markdown_is_truncated_with_a_note(run: Run) -> None:
+    data = report.canonical(
+        report.build(report.load_cells(run.reports, run.expected()), run.expected())
+    )
     full = report.render_markdown(data)
     short = report.render_markdown(data, limit=600)
     assert len(short.encode()) <= 600 < len(full.encode())
     assert "truncated to fit the step summary" in short
 
 
-def _chromium(*args: str, tmp: Path) -> str:
-    assert CHROMIUM is not None
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp / 'profile'}",
-        *args,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
-    return done.stdout
+def test_html_escapes_what_tests_print(run: Run) -> None:
+    run.write()
+    page = (run.reports / "matrix.html").read_text()
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in page and "<b>not bold</b>" not in page
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium on this runner (.ci/run installs Debian's)"
-)
-def test_html_page_in_a_headless_browser(reports: Path, tmp_path: Path) -> None:
-    data = report.write(reports)
-    page = (reports / "matrix.html").resolve().as_uri()
-    dom = _chromium("--dump-dom", page, tmp=tmp_path)
-    for cid, cell in data["cells"].items():
-        assert f'data-cell="{cid}"' in dom
-        assert f'data-status="{cell["status"]}"' in dom
-    assert dom.count('class="grid"') == 2
-    assert "1 failing" in dom and "Fatal Python error" in dom
-    shot = ROOT / "reports" / "screenshots" / "matrix.png"
-    shot.parent.mkdir(parents=True, exist_ok=True)
-    _chromium(f"--screenshot={shot}", "--window-size=1400,900", page, tmp=tmp_path)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+def test_a_saved_report_rerenders_to_the_same_page(run: Run) -> None:
+    data = run.write()
+    again = report.render_html(json.loads((run.reports / "matrix.json").read_text()))
+    assert again == (run.reports / "matrix.html").read_text() == report.render_html(data)
 
 
-def test_negative_controls_are_a_separate_row(tmp_path: Path) -> None:
-    r = tmp_path / "reports"
+def test_negative_controls_one_row_per_cell(tmp_path: Path) -> None:
+    r = Run(tmp_path / "reports")
     bites = {
         "params_quantized_weight_moves_intact": "xfailed",
         "device_forms_mean_one_device": "xfailed",
     }
-    make_cell(
-        r,
-        "2.3",
-        "0.6",
-        "cpu",
-        "passed",
+    r.cell(
+        "2.3", "0.6", "cpu", "passed",
         controls={**bites, "params_quantized_weight_moves_intact": "passed"},
+    )  # fmt: skip
+    r.cell(
+        "2.3", "0.8", "cpu", "failed", controls={**bites, "device_forms_mean_one_device": "failed"}
     )
-    make_cell(r, "2.3", "0.7", "cpu", "passed", controls=bites)
-    make_cell(
-        r,
-        "2.3",
-        "0.8",
-        "cpu",
-        "failed",
-        controls={**bites, "device_forms_mean_one_device": "failed"},
-    )
-    data = report.write(r)
-    table = data["controls"]["cpu"]
+    r.cell("2.3", "0.7", "cpu", "passed", controls=bites)
+    data = r.write()
+    (table,) = data["controls"]
     assert table["cells"] == ["torch2.3-ao0.6-cpu", "torch2.3-ao0.7-cpu", "torch2.3-ao0.8-cpu"]
-    assert table["rows"]["params_quantized_weight_moves_intact"]["torch2.3-ao0.6-cpu"] == "passed"
-    md = (r / "matrix.md").read_text()
-    row = next(
-        line for line in md.splitlines() if line.startswith("| device_forms_mean_one_device")
-    )
-    assert row.count("🦷 fails as declared") == 2 and "❌ did not fail where declared" in row
-    html = (r / "matrix.html").read_text()
+    assert table["names"] == [
+        "device_forms_mean_one_device",
+        "params_quantized_weight_moves_intact",
+    ]
+    md = (r.reports / "matrix.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| 2.3 / 0.8"))
+    assert row.count("🦷 fails as declared") == 1 and "❌ did not fail where declared" in row
+    html = (r.reports / "matrix.html").read_text()
     assert (
-        'data-control="params_quantized_weight_moves_intact" data-cell="torch2.3-ao0.6-cpu-control" data-outcome="passed"'
-        in html
+        'data-control="params_quantized_weight_moves_intact" data-cell="torch2.3-ao0.6-cpu-control"'
+        ' data-outcome="passed"' in html
     )
 
 
 def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path) -> None:
-    r = tmp_path / "reports"
+    r = Run(tmp_path / "reports")
     seen = {
         ("2.4", "0.6"): ("device('cuda', index=0)", ["layout_tensor"]),
         ("2.5", "0.6"): ("raises RuntimeError", ["layout_tensor"]),
@@ -187,28 +191,21 @@ def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path)
         ("2.10", "0.7"): ("device('cuda', index=0)", ["tensor_impl"]),
     }
     for (t, ao), (dev, fields) in seen.items():
-        cid = make_cell(r, t, ao, "cpu", "passed")
+        cid = r.cell(t, ao, "cpu", "passed")
         probes = {
             "torch.device(0)": {"value": dev, "axis": "torch", "about": ""},
             "AQT fields": {"value": repr(fields), "axis": "torchao", "about": ""},
         }
-        (r / "cells" / cid / "drift.json").write_text(json.dumps(probes))
-    tracker = {
-        "tests/test_upstream.py::test_b1": {
-            "outcome": "xfailed",
-            "reason": "B1 https://example.invalid/1",
-        }
-    }
-    make_cell(r, "2.3", "0.6", "cpu", "passed", trackers=tracker)
-    fixed = {
-        "tests/test_upstream.py::test_b1": {
-            "outcome": "fixed",
-            "reason": "B1 https://example.invalid/1",
-        }
-    }
-    make_cell(r, "2.3", "0.7", "cpu", "failed", trackers=fixed)
-    data = report.write(r)
-    by_torch = data["drift"]["cpu"]["torch"]
+        (paths.cell_dir(r.reports, cid) / "drift.json").write_text(json.dumps(probes))
+    reason = "B1 https://example.invalid/1"
+    tracker = {"tests/upstream/test_trackers.py::test_b1": {"outcome": "xfailed", "reason": reason}}
+    r.cell("2.3", "0.6", "cpu", "passed", trackers=tracker)
+    fixed = {"tests/upstream/test_trackers.py::test_b1": {"outcome": "fixed", "reason": reason}}
+    garbage = r.cell("2.3", "0.7", "cpu", "failed", trackers=fixed)
+    (paths.cell_dir(r.reports, garbage) / "drift.json").write_text("{not json")
+    data = r.write()
+    (entry,) = data["drift"]
+    by_torch = entry["axes"]["torch"]
     assert by_torch["columns"] == ["2.3", "2.4", "2.5", "2.10"]
     (row,) = by_torch["rows"]
     assert row["values"] == [
@@ -218,14 +215,101 @@ def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path)
         "device('cuda', index=0)",
     ]
     assert row["changed"] == [False, False, True, True]
-    by_ao = data["drift"]["cpu"]["torchao"]
-    assert by_ao["rows"][0]["changed"] == [False, True]  # the layout_tensor -> tensor_impl rename
+    assert entry["axes"]["torchao"]["rows"][0]["changed"] == [False, True]  # the rename
     (t,) = data["trackers"]
     assert t["fixed_in"] == ["torch2.3-ao0.7-cpu"]
-    assert (
-        json.loads((r / "drift.json").read_text())["trackers"][0]["test"]
-        == "tests/test_upstream.py::test_b1"
-    )
-    html = (r / "matrix.html").read_text()
+    assert json.loads((r.reports / "drift.json").read_text())["trackers"][0]["test"] == t["test"]
+    html = (r.reports / "matrix.html").read_text()
     assert 'class="changed" data-probe="torch.device(0)" data-version="2.5"' in html
-    assert "FIXED in torch2.3-ao0.7-cpu" in (r / "matrix.md").read_text()
+    assert "FIXED in torch2.3-ao0.7-cpu" in (r.reports / "matrix.md").read_text()
+
+
+def wide_run(reports: Path) -> Run:
+    """The widest report the matrix makes: both tiers' torch and TorchAO versions on one
+    backend, long messages, long probe values, controls and trackers in every cell."""
+    r = Run(reports)
+    matrix = spec.load()
+    long_message = "AssertionError: " + "x" * 400
+    controls = {name: "xfailed" for name in ("device_forms_mean_one_device", "meta_detection_matches_placement", "params_quantized_weight_moves_intact", "sharing_overlap_groups_match_the_oracle")}  # fmt: skip
+    for i, cell in enumerate(matrix.cells(tiers=spec.TIERS, backend="cpu")):
+        status = ("passed", "failed", "crashed", "inconsistent")[i % 4]
+        cid = r.cell(
+            cell.torch.label,
+            cell.torchao.label,
+            "cpu",
+            status,
+            counts={"passed": 230, "failed": 1, "xfailed": 9, "skipped": 4},
+            reason=("inconsistent evidence: " + "junit.xml lists 0 tests " * 6) if i % 4 else "",
+            log_tail="\n".join(f"line {n} " + "y" * 300 for n in range(5)),
+            failures=[{"nodeid": "tests/test_sharing.py::test_" + "z" * 150, "outcome": "failed", "message": long_message}],
+            installed={"torch": cell.torch.pin, "torchao": cell.torchao.pin},
+            torchao_cpp=True,
+            controls=controls,
+            trackers={"tests/upstream/test_trackers.py::test_b1_overlap_sweep_keeps_a_running_max": {"outcome": "xfailed", "reason": "B1 " + "w" * 300}},
+        )  # fmt: skip
+        probes = {
+            "torch.device(0)": {"value": f"device(type='cuda', index={i})" * 3, "axis": "torch"},
+            "AQT fields": {"value": "['tensor_impl', 'block_size', 'shape', 'quant_min']", "axis": "torchao"},
+        }  # fmt: skip
+        (paths.cell_dir(reports, cid) / "drift.json").write_text(json.dumps(probes))
+    for backend in ("cuda", "mps", "xpu"):
+        r.cell(
+            "2.6", "0.8", backend, "skipped", reason=f"no {backend} on this runner: `x` exited 1"
+        )
+    return r
+
+
+@needs_chromium
+@pytest.mark.parametrize("which", ["fixture", "widest"])
+def test_the_page_fits_1400px_without_a_horizontal_scrollbar(
+    run: Run, tmp_path: Path, which: str
+) -> None:
+    chosen = run if which == "fixture" else wide_run(tmp_path / "wide")
+    data = chosen.write()
+    page = (chosen.reports / "matrix.html").read_text()
+    measured = screenshot.layout(page)
+    assert measured["width"] == 1400
+    assert screenshot.overflow(measured) == [], measured
+    wider = page.replace("</body>", '<div style="width: 1500px">x</div></body>')
+    assert screenshot.overflow(screenshot.layout(wider)) != []  # the check can fail
+    dom = screenshot.browser(["--dump-dom", (chosen.reports / "matrix.html").as_uri()], 1400, 900)
+    for cid, cell in data["cells"].items():
+        if cell["status"] != "skipped":
+            assert f'data-cell="{cid}"' in dom and f'data-status="{cell["status"]}"' in dom
+
+
+# --- the README's screenshot --------------------------------------------------------------
+
+SHOT = ROOT / "reports" / "screenshots"
+
+
+def test_the_readme_screenshot_shows_the_current_page_of_a_real_run() -> None:
+    png = (SHOT / "matrix.png").read_bytes()
+    data_bytes = (SHOT / "matrix.json").read_bytes()
+    width, _, text = screenshot.png_info(png)
+    assert width == screenshot.WIDTH
+    assert text[screenshot.DATA_KEY] == screenshot.sha256(data_bytes)
+    data = json.loads(data_bytes)
+    # re-rendered with today's templates: a changed page needs `nox -s screenshot` again
+    page = report.render_html(data)
+    assert text[screenshot.HTML_KEY] == screenshot.sha256(page.encode()), (
+        "the report's page changed since the screenshot: run `nox -s matrix`, then"
+        " `nox -s screenshot`, and commit reports/screenshots/"
+    )
+    # real cells of this matrix, from a `nox -s matrix` run (its manifest named them)
+    assert data["run"]["expected"].startswith("the run's manifest")
+    matrix = spec.load()
+    known = {c.id: c for c in matrix.cells(tiers=spec.TIERS)}
+    ran = [c for c in data["cells"].values() if c["status"] != "skipped"]
+    assert set(data["cells"]) <= set(known) and len(ran) >= 12
+    for cell in ran:
+        pins = known[cell["id"]]
+        assert cell["installed"]["torch"].split("+")[0] == pins.torch.pin, cell["id"]
+        assert cell["installed"]["torchao"] == pins.torchao.pin, cell["id"]
+        assert cell["counts"]["passed"] >= 100 and cell["duration_s"] > 1
+
+
+@needs_chromium
+def test_the_readme_screenshot_fits_1400px() -> None:
+    page = report.render_html(json.loads((SHOT / "matrix.json").read_text()))
+    assert screenshot.overflow(screenshot.layout(page)) == []

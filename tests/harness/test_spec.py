@@ -30,7 +30,7 @@ version = "0.8"
 pin = "0.8.0"
 
 [backends.cpu]
-torch_probe = "True"
+torch_probe = "torch.zeros(1).sum().item() == 0"
 
 [backends.cuda]
 host_probe = ["nvidia-smi", "-L"]
@@ -192,15 +192,15 @@ FAULTS = [
     ),
     (
         "probe not an expression",
-        'torch_probe = "True"',
+        'torch_probe = "torch.zeros(1).sum().item() == 0"',
         'torch_probe = "import torch"',
         "backends.cpu.torch_probe",
         "'import torch'",
     ),
     (
         "backend env not a string",
-        'torch_probe = "True"',
-        "env = { A = 1 }",
+        'torch_probe = "torch.zeros(1).sum().item() == 0"',
+        'torch_probe = "torch.zeros(1).sum().item() == 0"\nenv = { A = 1 }',
         "backends.cpu.env.A",
         "1",
     ),

@@ -1,12 +1,16 @@
-"""The GitHub workflows: offline validators, hardening rules, and one source for the matrix."""
+"""The GitHub workflows: offline validators, hardening rules, what breaks on GitHub, and one
+source for the matrix. tests/workflows/test_act.py executes them."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from harness import gha, spec
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
+REUSABLE = ("matrix.yml", "gate.yml")  # called by workflow_call, possibly from elsewhere
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -26,8 +31,22 @@ def load(path: Path) -> dict[str, Any]:
     return dict(doc)
 
 
+def workflow(name: str) -> dict[str, Any]:
+    return load(ROOT / ".github" / "workflows" / name)
+
+
 def jobs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(doc["jobs"])
+
+
+def steps(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, job in jobs(doc).items():
+        for step in job.get("steps", []):
+            yield name, step
+
+
+def uses(step: dict[str, Any], action: str) -> bool:
+    return str(step.get("uses", "")).startswith(f"{action}@")
 
 
 def tool(name: str) -> str:
@@ -37,7 +56,13 @@ def tool(name: str) -> str:
 
 
 def test_the_expected_workflows_exist() -> None:
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "nightly.yml", "gate.yml", "matrix.yml"}
+    assert {p.name for p in WORKFLOWS} == {
+        "ci.yml",
+        "nightly.yml",
+        "gate.yml",
+        "matrix.yml",
+        "baseline.yml",
+    }
 
 
 def test_zizmor_offline_is_clean() -> None:
@@ -73,11 +98,14 @@ def test_hardening_rules(path: Path) -> None:
     assert "pull_request_target" not in (doc["on"] or {})
     for line in text.splitlines():
         m = re.search(r"uses:\s*(\S+)", line)
-        if m and not m.group(1).startswith(("./", "$/")):
+        if m and m.group(1).startswith("./"):
+            continue
+        if m:
+            # `$/…` is read neither by act nor by GitHub Enterprise Server
             assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m.group(1)), line
             assert re.search(r"#\s*v\d+(\.\d+)*\s*$", line), f"version comment missing: {line}"
     for name, job in jobs(doc).items():
-        if "uses" in job:  # a call of the reusable workflow: its jobs carry the limits
+        if "uses" in job:  # a call of a reusable workflow: its jobs carry the limits
             assert job.get("permissions") is not None, name
             continue
         assert "timeout-minutes" in job, f"{path.name}:{name} has no timeout-minutes"
@@ -86,55 +114,235 @@ def test_hardening_rules(path: Path) -> None:
             assert "${{" not in step.get("run", ""), (
                 f"{path.name}:{name}: expression in a run script"
             )
-            if str(step.get("uses", "")).startswith("actions/checkout@"):
+            if uses(step, "actions/checkout"):
                 assert step["with"]["persist-credentials"] is False
 
 
+# --- fixes for what breaks on GitHub ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", REUSABLE)
+def test_a_call_from_another_repository_checks_out_this_one_at_the_called_commit(
+    name: str,
+) -> None:
+    """Without repository/ref, actions/checkout in a called workflow checks out the caller."""
+    checkouts = [s for _, s in steps(workflow(name)) if uses(s, "actions/checkout")]
+    assert checkouts
+    for step in checkouts:
+        assert step["with"]["repository"] == "${{ job.workflow_repository || github.repository }}"
+        assert step["with"]["ref"] == "${{ job.workflow_sha || github.sha }}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_nothing_runs_on_a_cancelled_run_and_every_upload_overwrites(path: Path) -> None:
+    """always() ran the aggregate on cancelled runs; a re-run failed on an existing artifact."""
+    assert "always()" not in path.read_text()
+    for name, step in steps(load(path)):
+        if uses(step, "actions/upload-artifact"):
+            assert step["with"].get("overwrite") is True, f"{path.name}:{name}: {step['name']}"
+
+
+def test_the_aggregate_judges_the_cells_the_setup_job_emitted() -> None:
+    """The aggregate passed on nothing: the report and the gate judged whatever came back."""
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", "cell"]
+    assert aggregate["env"]["EXPECTED_MATRIX"] == "${{ needs.setup.outputs.matrix }}"
+    runs = [s.get("run", "") for s in aggregate["steps"]]
+    manifest = next(i for i, r in enumerate(runs) if "python -m harness.gha manifest" in r)
+    report = next(i for i, r in enumerate(runs) if "python -m harness.report" in r)
+    gate = next(i for i, r in enumerate(runs) if "python -m harness.gate check" in r)
+    assert manifest < report and manifest < gate  # both judge exactly the emitted cells
+    assert any("bad_cells" in r for r in runs[report:])
+
+
+def test_the_gate_gets_the_run_tiers_and_its_result_is_uploaded() -> None:
+    """gate.json/gate.md were written after the upload step; the gate never got the tiers."""
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    names = [s.get("name", "") for s in aggregate["steps"]]
+    manifest = aggregate["steps"][
+        names.index("the run's manifest, from the cells the setup job emitted")
+    ]
+    assert manifest["env"]["TIERS"] == "${{ needs.setup.outputs.tiers }}"
+    assert '--tiers "$TIERS"' in manifest["run"]
+    gate_at = names.index("regression gate against reports/baseline.json")
+    upload_at = names.index("upload the report and the gate's result")
+    assert upload_at > gate_at
+    paths = aggregate["steps"][upload_at]["with"]["path"].split()
+    assert {"reports/gate.json", "reports/gate.md", "reports/matrix.html"} <= set(paths)
+
+
+def test_gpu_backends_are_opt_in_per_repository_and_maintainer_started() -> None:
+    setup = jobs(workflow("matrix.yml"))["setup"]
+    (emit,) = [s for s in setup["steps"] if s.get("id") == "emit"]
+    assert emit["env"]["ENABLED"] == "${{ vars.COMPAT_MATRIX_BACKENDS }}"
+    assert emit["env"]["COMPAT_MATRIX_RUNS_ON"] == "${{ vars.COMPAT_MATRIX_RUNS_ON }}"
+    assert emit["env"]["EVENT"] == "${{ github.event_name }}"
+    for flag in ("--enabled=", "--event=", "--backend=", "--github-output="):
+        assert flag in emit["run"]
+    assert "$(" not in emit["run"], "a command substitution hides the loader's failure"
+    # pull requests run the ci workflow: cpu only, whatever the variables say
+    assert jobs(workflow("ci.yml"))["matrix"]["with"]["backends"] == "cpu"
+
+
+def test_ci_concurrency_cannot_collide_across_forks() -> None:
+    """A bare head_ref grouped every fork's `main` PR together: they cancelled each other."""
+    group = workflow("ci.yml")["concurrency"]["group"]
+    assert "github.event.pull_request.number" in group and "head_ref" not in group
+    assert workflow("nightly.yml")["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_nightly_uses_the_nightly_profile_and_keeps_its_database() -> None:
+    call = jobs(workflow("nightly.yml"))["matrix"]["with"]
+    assert call["hypothesis-profile"] == "${{ inputs.hypothesis-profile || 'nightly' }}"
+    cell = jobs(workflow("matrix.yml"))["cell"]
+    assert cell["env"]["HYPOTHESIS_PROFILE"] == "${{ inputs.hypothesis-profile }}"
+    on_db = [s for s in cell["steps"] if s.get("with", {}).get("path") == ".hypothesis/examples"]
+    kinds = sorted(s["uses"].split("@")[0] for s in on_db)
+    assert kinds == ["actions/cache/restore", "actions/cache/save", "actions/upload-artifact"]
+    restore = next(s for s in on_db if "restore" in s["uses"])
+    assert restore["with"]["restore-keys"].strip() == "hypothesis-${{ matrix.cell }}-"
+    upload = next(s for s in on_db if "upload" in s["uses"])
+    assert upload["with"]["include-hidden-files"] is True
+
+
+def test_uv_cache_persists_keyed_on_the_pins() -> None:
+    cell = jobs(workflow("matrix.yml"))["cell"]
+    on_uv = [
+        s
+        for s in cell["steps"]
+        if str(s.get("with", {}).get("path", "")).split() == ["~/.cache/uv", "~/Library/Caches/uv"]
+    ]  # uv's cache folder on Linux and on macOS
+    restore, save = on_uv
+    assert uses(restore, "actions/cache/restore") and uses(save, "actions/cache/save")
+    key = restore["with"]["key"]
+    assert "${{ matrix.torch }}" in key and "hashFiles('matrix.toml', 'requirements/*.txt')" in key
+    assert save["with"]["key"] == "${{ steps.uv-cache.outputs.cache-primary-key }}"
+
+
+def test_each_backend_index_comes_from_a_repository_variable() -> None:
+    env = jobs(workflow("matrix.yml"))["cell"]["env"]
+    for backend in spec.load().backends.values():
+        assert backend.index_env, backend.name
+        assert env[backend.index_env] == f"${{{{ vars.{backend.index_env} }}}}"
+
+
+def test_only_the_nightly_issue_job_may_write_issues() -> None:
+    writers = [
+        (path.name, name)
+        for path in WORKFLOWS
+        for name, job in jobs(load(path)).items()
+        if (job.get("permissions") or {}).get("issues") == "write"
+    ]
+    assert writers == [("nightly.yml", "issue")]
+    issue = jobs(workflow("nightly.yml"))["issue"]
+    assert issue["if"] == "${{ !cancelled() && github.event_name == 'schedule' }}"
+    assert any("harness.nightly_issue" in s.get("run", "") for s in issue["steps"])
+
+
+def test_gate_entry_points_and_outputs() -> None:
+    doc = workflow("gate.yml")
+    assert {"workflow_dispatch", "workflow_call", "repository_dispatch"} <= set(doc["on"])
+    assert doc["on"]["repository_dispatch"]["types"] == ["upstream-pr"]
+    described = doc["on"]["workflow_dispatch"]["inputs"]["candidates"]["description"]
+    assert "spaces" in described and "commas" in described and "one per line" not in described
+    outputs = doc["on"]["workflow_call"]["outputs"]
+    assert {k: v["value"] for k, v in outputs.items()} == {
+        k: f"${{{{ jobs.verdict.outputs.{k} }}}}" for k in ("verdict", "regressions", "artifact")
+    }
+    verdict = jobs(doc)["verdict"]  # one hop per level: act passes no outputs through two
+    assert verdict["if"] == "${{ !cancelled() }}" and "matrix" in verdict["needs"]
+    (step,) = verdict["steps"]
+    matrix_outputs = workflow("matrix.yml")["on"]["workflow_call"]["outputs"]
+    for k in outputs:
+        assert (
+            k in matrix_outputs and step["env"][k.upper()] == f"${{{{ needs.matrix.outputs.{k} }}}}"
+        )
+    (resolve,) = [s for s in jobs(doc)["resolve"]["steps"] if s.get("id") == "resolve"]
+    assert set(resolve["env"]) == {"CANDIDATES", "PR_REPOSITORY", "PR_NUMBER", "PR_SHA"}
+    assert "harness.trigger" in resolve["run"]
+    call = jobs(doc)["matrix"]["with"]
+    assert call["gate"] is True and call["judged"] == "${{ needs.resolve.outputs.judged }}"
+
+
+def test_the_baseline_workflow_records_and_uploads_a_baseline() -> None:
+    doc = workflow("baseline.yml")
+    assert set(doc["on"]) == {"workflow_dispatch"}
+    assert jobs(doc)["matrix"]["with"]["record-baseline"] is True
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    upload = [s for s in aggregate["steps"] if s.get("with", {}).get("name") == "baseline"]
+    assert upload and upload[0]["with"]["path"] == "reports/baseline.json"
+
+
+def test_the_report_is_a_pages_artifact_deployed_when_a_variable_says_so() -> None:
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    pages = [s for s in aggregate["steps"] if uses(s, "actions/upload-pages-artifact")]
+    assert pages and pages[0]["if"] == "${{ !cancelled() && inputs.pages }}"
+    nightly = jobs(workflow("nightly.yml"))
+    # the nightly publishes the page with its history: from the history job, not the aggregate
+    assert nightly["matrix"]["with"]["pages"] is False
+    published = [s for s in nightly["history"]["steps"] if uses(s, "actions/upload-pages-artifact")]
+    assert published and published[0]["if"] == "${{ vars.COMPAT_MATRIX_PAGES == 'true' }}"
+    deploy = nightly["pages"]
+    assert deploy["needs"] == "history"
+    assert "vars.COMPAT_MATRIX_PAGES == 'true'" in deploy["if"]
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
+    """issue 15: the nightly downloads the previous nightlies' reports for the history view and
+    the gate (a regression flaky across runs is flaky); only that job may read Actions."""
+    nightly = jobs(workflow("nightly.yml"))
+    history = nightly["history"]
+    assert history["needs"] == "matrix" and history["if"] == "${{ !cancelled() }}"
+    assert history["permissions"] == {"contents": "read", "actions": "read"}
+    readers = [
+        (path.name, name)
+        for path in WORKFLOWS
+        for name, job in jobs(load(path)).items()
+        if (job.get("permissions") or {}).get("actions") == "read"
+    ]
+    assert readers == [("nightly.yml", "history")]
+    runs = {step.get("name", ""): step for step in history["steps"]}
+    fetch = runs["earlier nightlies' reports"]
+    assert fetch["if"] == "${{ github.event_name == 'schedule' }}"  # never under act
+    assert "python -m harness.previous_runs --workflow nightly.yml" in fetch["run"]
+    judged = runs["the report and the gate with the history"]["run"]
+    assert "python -m harness.report --reports reports" in judged and '"${hist[@]}"' in judged
+    assert "python -m harness.gate check" in judged
+    assert runs["upload the report with its history"]["with"]["name"] == "matrix-report-history"
+    issue = nightly["issue"]
+    assert issue["needs"] == ["matrix", "history"]
+    downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
+    assert [d["with"]["name"] for d in downloads] == ["matrix-report-history"]
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    upload = next(s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result")
+    assert "reports/run.json" in upload["with"]["path"].split()  # the manifest travels with it
+
+
 def test_nightly_schedule_and_inputs() -> None:
-    doc = load(ROOT / ".github" / "workflows" / "nightly.yml")
+    doc = workflow("nightly.yml")
     (cron,) = [entry["cron"] for entry in doc["on"]["schedule"]]
     assert cron.split()[0] != "0", "not at minute 0"
-    assert "workflow_dispatch" in doc["on"]
     defaults = doc["on"]["workflow_dispatch"]["inputs"]
     assert set(defaults["backends"]["default"].split()) == set(spec.load().backends)
     assert set(defaults["tiers"]["default"].split()) == set(spec.TIERS)
-    assert jobs(doc)["matrix"]["with"]["gate"] is True
-
-
-def test_gate_entry_points() -> None:
-    doc = load(ROOT / ".github" / "workflows" / "gate.yml")
-    assert {"workflow_dispatch", "workflow_call", "repository_dispatch"} <= set(doc["on"])
-    assert doc["on"]["repository_dispatch"]["types"] == ["upstream-pr"]
-    resolve = jobs(doc)["resolve"]["steps"][0]
-    assert set(resolve["env"]) == {"FROM_INPUT", "FROM_DISPATCH"}  # inputs reach steps via env only
-    assert jobs(doc)["matrix"]["with"]["gate"] is True
+    call = jobs(doc)["matrix"]["with"]
+    assert call["gate"] is True and call["tiers"] == "${{ inputs.tiers || 'core extended' }}"
 
 
 def test_matrix_pipeline_shape() -> None:
-    doc = load(ROOT / ".github" / "workflows" / "matrix.yml")
+    doc = workflow("matrix.yml")
     setup, cell, aggregate = (jobs(doc)[k] for k in ("setup", "cell", "aggregate"))
-    assert any("python -m harness.gha" in s.get("run", "") for s in setup["steps"])
-    assert "$GITHUB_OUTPUT" in "".join(s.get("run", "") for s in setup["steps"])
+    assert any("python -m harness.gha matrix" in s.get("run", "") for s in setup["steps"])
     strategy = cell["strategy"]
     assert strategy["fail-fast"] is False and "max-parallel" in strategy
     assert strategy["matrix"] == "${{ fromJSON(needs.setup.outputs.matrix) }}"
-    upload = [
-        s for s in cell["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")
-    ]
-    assert (
-        upload[0]["with"]["name"] == "${{ matrix.artifact }}"
-        and upload[0]["if"] == "${{ always() }}"
-    )
-    assert aggregate["if"] == "${{ always() }}" and aggregate["needs"] == "cell"
-    download = [
-        s
-        for s in aggregate["steps"]
-        if str(s.get("uses", "")).startswith("actions/download-artifact@")
-    ]
-    assert (
-        download[0]["with"]["pattern"] == "reports-*"
-        and download[0]["with"]["merge-multiple"] is True
-    )
+    upload = [s for s in cell["steps"] if uses(s, "actions/upload-artifact")]
+    assert upload[0]["with"]["name"] == "${{ matrix.artifact }}"
+    assert upload[0]["if"] == "${{ !cancelled() }}"
+    download = [s for s in aggregate["steps"] if uses(s, "actions/download-artifact")]
+    assert download[0]["with"]["pattern"] == "reports-*"
+    assert download[0]["with"]["merge-multiple"] is True
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") for s in aggregate["steps"])
 
 
@@ -156,3 +364,67 @@ def test_github_matrix_equals_the_cells_nox_lists() -> None:
     assert runners["cpu"] == ["ubuntu-24.04"] and runners["mps"] == ["macos-14"]
     ci = gha.github_matrix(m, ["core"], ["cpu"])["include"]
     assert len(ci) == 12 and {e["backend"] for e in ci} == {"cpu"}
+
+
+# --- the browser step, executed with stand-in apt tools ------------------------------------
+
+
+def browser_step() -> str:
+    (step,) = [
+        s
+        for s in jobs(workflow("ci.yml"))["tests"]["steps"]
+        if "browser" in str(s.get("name", "")).lower()
+    ]
+    return str(step["run"])
+
+
+def fake_bin(tmp: Path, chrome: bool, candidate: str) -> Path:
+    """A PATH with the shell tools the step needs, recording apt-get / sudo calls in calls.log."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for name in ("bash", "sh", "id", "grep", "cat", "env", "dirname"):
+        found = shutil.which(name)
+        assert found, name
+        (bin_dir / name).symlink_to(found)
+    log = tmp / "calls.log"
+    scripts = {
+        "apt-get": f'echo "apt-get $*" >> {log}',
+        "sudo": f'echo "sudo $*" >> {log}; exec "$@"',
+        "apt-cache": f'printf "chromium:\\n  Installed: (none)\\n  Candidate: {candidate}\\n"',
+    }
+    if chrome:
+        scripts["google-chrome"] = "exit 0"
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!{shutil.which('bash')}\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+@pytest.mark.parametrize(
+    ("chrome", "candidate", "installs"),
+    [
+        (True, "1:130.0-1", False),  # GitHub's ubuntu-24.04: its own Chrome, no apt at all
+        (False, "(none)", False),  # Ubuntu: `chromium` has no installation candidate
+        (False, "1:130.0-1", True),  # Debian: install its chromium
+    ],
+)
+def test_the_browser_step_uses_the_runner_chrome_first(
+    tmp_path: Path, chrome: bool, candidate: str, installs: bool
+) -> None:
+    bin_dir = fake_bin(tmp_path, chrome, candidate)
+    done = subprocess.run(
+        [str(bin_dir / "bash"), "-e", "-c", browser_step()],
+        cwd=ROOT,
+        env={"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/tmp")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = tmp_path / "calls.log"
+    calls = log.read_text() if log.exists() else ""
+    assert ("apt-get install -y -qq chromium" in calls) is installs, calls
+    if chrome:
+        assert calls == ""

@@ -1,0 +1,196 @@
+"""A matrix run: the cells a selection should run, one venv per group, groups side by side.
+
+``nox -s matrix`` (and the gate and baseline sessions) call :func:`run_matrix` in the nox
+process itself: the groups run in threads (their cells are subprocesses), a SIGINT or SIGTERM
+reaches every running cell through one :class:`~harness.procs.Stop`, and the manifest
+``reports/run.json`` says which cells should have run (the selection minus nothing: a cell of
+an absent backend is recorded as skipped), so the verdict (:mod:`harness.verdict`) is judged
+from what should have run, not from the records that happen to exist.
+
+Each group's venv is made here with ``uv venv`` under nox's envdir (``matrix-<group>``) and kept
+for the next run; the group sessions (``nox -s tests-torch2.5-cpu``) keep their own. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness import backends, paths, runner
+from harness.cell import CellResult, harness_error, record
+from harness.procs import Echo, Stop
+from harness.spec import Cell, Matrix
+
+MANIFEST_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cells a run should run: matrix.toml filtered by tier and backend."""
+
+    tiers: tuple[str, ...]
+    backends: tuple[str, ...]  # the --backend filter; empty: every backend
+    cells: tuple[Cell, ...]
+    absent: dict[str, str] = field(default_factory=dict)  # backend -> why the runner lacks it
+
+    def groups(self) -> dict[str, list[Cell]]:
+        return runner.group_cells([c for c in self.cells if c.backend.name not in self.absent])
+
+
+def select(
+    matrix: Matrix, tiers: Sequence[str], only: Sequence[str] = (), *, probe_host: bool = True
+) -> Selection:
+    cells = [c for c in matrix.cells(tiers=tiers) if not only or c.backend.name in only]
+    absent: dict[str, str] = {}
+    if probe_host:
+        for backend in {c.backend.name: c.backend for c in cells}.values():
+            reason = backends.host_lacks(backend)
+            if reason:
+                absent[backend.name] = reason
+    return Selection(tuple(tiers), tuple(only), tuple(cells), absent)
+
+
+def cell_entry(cell: Cell) -> dict[str, Any]:
+    """What a manifest (and a "no record" row) says about a cell."""
+    return {
+        "id": cell.id,
+        "tier": cell.tier,
+        "python": cell.python,
+        "torch": cell.torch.label,
+        "torchao": cell.torchao.label,
+        "backend": cell.backend.name,
+        "pins": cell.requirements(),
+    }
+
+
+def manifest(
+    selection: Selection, state: str, *, candidates: Sequence[str] = (), signal: str | None = None
+) -> dict[str, Any]:
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "state": state,  # running, finished, interrupted
+        "signal": signal,
+        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tiers": list(selection.tiers),
+        "backends": list(selection.backends),
+        "absent": dict(selection.absent),
+        "candidates": list(candidates),
+        "cells": [cell_entry(c) for c in selection.cells],
+    }
+
+
+def write_manifest(reports: Path, data: dict[str, Any]) -> Path:
+    reports.mkdir(parents=True, exist_ok=True)
+    path = reports / paths.RUN_FILE
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def ensure_venv(uv: str, python: str, path: Path) -> Path:
+    """A venv of Python ``python`` at ``path`` (kept if it already is one), its interpreter."""
+    path = path.absolute()
+    interpreter = path / "bin" / "python"
+    cfg = path / "pyvenv.cfg"
+    if interpreter.exists() and cfg.exists():
+        pairs = (line.split("=", 1) for line in cfg.read_text().splitlines() if "=" in line)
+        info = {key.strip(): value.strip() for key, value in pairs}
+        if info.get("version_info", "").startswith(f"{python}."):
+            return interpreter
+    subprocess.run(
+        [uv, "venv", "--quiet", "--clear", "--python", python, str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    return interpreter
+
+
+class Prefixed:
+    """Lines from several groups on one stream, each line prefixed with its group."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, stream: Echo, prefix: str) -> None:
+        self.stream, self.prefix, self._partial = stream, prefix, ""
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        if lines:
+            with self._lock:
+                self.stream.write("".join(f"[{self.prefix}] {line}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.stream.flush()
+
+
+def run_matrix(
+    matrix: Matrix,
+    selection: Selection,
+    *,
+    envdir: Path,
+    reports: Path,
+    uv: str,
+    candidates: Sequence[str] = (),
+    jobs: int = 1,
+    echo: Echo | None = sys.stdout,
+    stop: Stop | None = None,
+) -> list[CellResult]:
+    """Run the selection; every cell of it ends with a record (or shows as "no record").
+
+    The caller holds ``stop.on_signals()`` so that SIGINT / SIGTERM stop the running cells."""
+    stop = stop or Stop()
+    # the report is of this run: results of earlier selections must not linger in it
+    shutil.rmtree(paths.cells_dir(reports), ignore_errors=True)
+    write_manifest(reports, manifest(selection, "running", candidates=candidates))
+    results: list[CellResult] = [
+        record(cell, "skipped", selection.absent[cell.backend.name], reports)
+        for cell in selection.cells
+        if cell.backend.name in selection.absent
+    ]
+
+    def group(name: str, cells: list[Cell]) -> list[CellResult]:
+        out = echo if echo is None or jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
+        try:
+            python = ensure_venv(uv, cells[0].python, envdir / f"matrix-{name}")
+        except (OSError, subprocess.CalledProcessError) as exc:
+            return [harness_error(cell, exc, reports) for cell in cells]
+        return runner.run_cells(
+            matrix,
+            cells,
+            python=python,
+            reports=reports,
+            uv=uv,
+            candidates=candidates,
+            echo=out,
+            stop=stop,
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures: dict[Future[list[CellResult]], list[Cell]] = {
+            pool.submit(group, name, cells): cells for name, cells in selection.groups().items()
+        }
+        while not all(f.done() for f in futures):
+            stop.wait(0.2)  # the main thread stays free to take the signal
+        for future, cells in futures.items():
+            try:
+                results += future.result()
+            except Exception as exc:  # a bug in the group's own plumbing: its cells say so
+                results += [harness_error(cell, exc, reports) for cell in cells]
+    state = "interrupted" if stop.requested else "finished"
+    write_manifest(reports, manifest(selection, state, candidates=candidates, signal=stop.signal))
+    order = {cell.id: i for i, cell in enumerate(selection.cells)}
+    return sorted(results, key=lambda r: order[r.id])
