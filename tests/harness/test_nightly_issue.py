@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness import gate, nightly_issue
+from tests.harness.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
@@ -133,15 +133,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    server = FakeGitHub([{"number": 7, "state": "open", "title": "a PR", "pull_request": {}}])
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with serving(FakeGitHub([{"number": 7, "state": "open", "title": "a PR", "pull_request": {}}])) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def run_script(

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from harness import history
+from tests.harness.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
@@ -95,15 +95,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    server = FakeGitHub()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with serving(FakeGitHub()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def fetch(server: FakeGitHub, out: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -226,14 +226,18 @@ def test_each_backend_index_comes_from_a_repository_variable() -> None:
         assert env[backend.index_env] == f"${{{{ vars.{backend.index_env} }}}}"
 
 
-def test_only_the_nightly_issue_job_may_write_issues() -> None:
-    writers = [
+def granted(scope: str, level: str) -> list[tuple[str, str]]:
+    """(workflow, job) of every job whose permissions grant ``scope: level``."""
+    return [
         (path.name, name)
         for path in WORKFLOWS
         for name, job in jobs(load(path)).items()
-        if (job.get("permissions") or {}).get("issues") == "write"
+        if (job.get("permissions") or {}).get(scope) == level
     ]
-    assert writers == [("nightly.yml", "issue")]
+
+
+def test_only_the_nightly_issue_job_may_write_issues() -> None:
+    assert granted("issues", "write") == [("nightly.yml", "issue")]
     issue = jobs(workflow("nightly.yml"))["issue"]
     assert issue["if"] == "${{ !cancelled() && github.event_name == 'schedule' }}"
     assert any("harness.nightly_issue" in s.get("run", "") for s in issue["steps"])
@@ -295,13 +299,7 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     history = nightly["history"]
     assert history["needs"] == "matrix" and history["if"] == "${{ !cancelled() }}"
     assert history["permissions"] == {"contents": "read", "actions": "read"}
-    readers = [
-        (path.name, name)
-        for path in WORKFLOWS
-        for name, job in jobs(load(path)).items()
-        if (job.get("permissions") or {}).get("actions") == "read"
-    ]
-    assert readers == [("nightly.yml", "history")]
+    assert granted("actions", "read") == [("nightly.yml", "history")]
     runs = {step.get("name", ""): step for step in history["steps"]}
     fetch = runs["earlier nightlies' reports"]
     assert fetch["if"] == "${{ github.event_name == 'schedule' }}"  # never under act
