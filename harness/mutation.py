@@ -32,8 +32,6 @@ run) an entry of the equivalents matches no mutant or one a test kills. Standard
 from __future__ import annotations
 
 import argparse
-import datetime
-import fnmatch
 import io
 import json
 import os
@@ -44,137 +42,21 @@ import subprocess
 import sys
 import tarfile
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from harness import paths, spec
+from harness.mutation_plan import PLAN, Plan, Refused, load
+from harness.mutation_report import TOOL, CellRun, build_report, table, write_report
 from harness.procs import Ran, Stop, run_logged
 
-PLAN: Final = paths.ROOT / "mutation.toml"
 REQUIREMENTS: Final = paths.ROOT / "requirements" / "mutation.txt"
 WORK: Final = paths.ROOT / ".mutation"  # the copies mutmut works in (ignored by git)
-REPORT_NAME: Final = "mutation.json"
+REPORT_NAME: Final = "mutation.json"  # a full run's report (committed)
+INCREMENTAL_NAME: Final = "mutation-incremental.json"  # a --since run's (ignored by git)
 REFUSED: Final = 2  # exit status of a refusal
-TOOL: Final = "mutmut"
-# what a mutmut verdict means here (mutmut's own status words, from its exit codes)
-STATUS: Final = {
-    "killed": "killed",
-    "segfault": "killed",  # the test process died of a signal: the mutant did not pass
-    "timeout": "timeout",
-    "survived": "survived",
-    "no tests": "not covered",
-}
-DETECTED: Final = frozenset({"killed", "timeout"})
 RUN_TIMEOUT_S: Final = 6 * 3600
-
-
-class Refused(Exception):
-    """The setup cannot give a true answer; the message says what and what is accepted."""
-
-
-# --- the plan ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Equivalent:
-    module: str
-    function: str
-    line: int
-    before: str
-    after: str
-    why: str
-    cells: tuple[str, ...] = ()  # empty: every cell
-
-    def matches(self, mutant: Mapping[str, Any], cell: str) -> bool:
-        return (
-            (not self.cells or cell in self.cells)
-            and mutant["module"] == self.module
-            and mutant["function"] == self.function
-            and _norm(mutant["before"]) == _norm(self.before)
-            and _norm(mutant["after"]) == _norm(self.after)
-        )
-
-
-@dataclass(frozen=True)
-class Plan:
-    path: Path
-    goal: float
-    goal_modules: tuple[str, ...]
-    tests: tuple[str, ...]
-    cells: dict[str, tuple[str, ...]]  # cell id -> module globs
-    equivalents: tuple[Equivalent, ...] = field(default=())
-
-    def modules(self, cell: str, root: Path) -> list[str]:
-        found = sorted(
-            str(p.relative_to(root))
-            for pattern in self.cells[cell]
-            for p in root.glob(pattern)
-            if p.is_file()
-        )
-        return sorted(set(found))
-
-
-def _norm(text: str) -> str:
-    return "\n".join(line.strip() for line in text.strip().splitlines())
-
-
-def _fail(path: Path, where: str, problem: str) -> Refused:
-    return Refused(f"{path}: {where} {problem}")
-
-
-def load_plan(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
-    """Read and check ``mutation.toml``; every problem names the field and the bad value."""
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise Refused(f"{path}: cannot read the mutation plan ({exc})") from None
-    unknown = set(doc) - {"run", "cell", "equivalent"}
-    if unknown:
-        raise _fail(path, "top level", f"has unknown tables {sorted(unknown)}; accepted: run, cell, equivalent")
-    run = doc.get("run", {})
-    goal = run.get("goal")
-    if not isinstance(goal, float | int) or isinstance(goal, bool) or not 0 < goal <= 1:
-        raise _fail(path, "run.goal", f"{goal!r} is not a number in (0, 1]")
-    goal_modules = run.get("goal_modules", [])
-    tests = run.get("tests", [])
-    for name, value in (("run.goal_modules", goal_modules), ("run.tests", tests)):
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise _fail(path, name, f"{value!r} is not a non-empty list of strings")
-    matrix = matrix or spec.load()
-    cpu = {c.id for c in matrix.cells(tiers=spec.TIERS, backend="cpu")}
-    cells: dict[str, tuple[str, ...]] = {}
-    for i, entry in enumerate(doc.get("cell", [])):
-        cell, modules = entry.get("cell"), entry.get("modules")
-        if cell not in cpu:
-            raise _fail(path, f"cell[{i}].cell", f"{cell!r} is not a cpu cell of matrix.toml; accepted: {', '.join(sorted(cpu))}")
-        if not isinstance(modules, list) or not modules or not all(isinstance(m, str) and m.startswith("compat/") for m in modules):
-            raise _fail(path, f"cell[{i}].modules", f"{modules!r} is not a list of compat/ globs")
-        if cell in cells:
-            raise _fail(path, f"cell[{i}].cell", f"{cell!r} is listed twice")
-        cells[cell] = tuple(modules)
-    if not cells:
-        raise _fail(path, "cell", "is empty: no cell to mutate in")
-    equivalents = []
-    fields = {"module", "function", "line", "before", "after", "why", "cells"}
-    for i, entry in enumerate(doc.get("equivalent", [])):
-        where = f"equivalent[{i}]"
-        extra = set(entry) - fields
-        missing = fields - {"cells"} - set(entry)
-        if extra or missing:
-            raise _fail(path, where, f"has fields {sorted(entry)} (missing {sorted(missing)}, unknown {sorted(extra)})")
-        texts = [entry[k] for k in ("module", "function", "before", "after", "why")]
-        if not all(isinstance(t, str) and t.strip() for t in texts):
-            raise _fail(path, where, "needs non-empty strings module, function, before, after, why")
-        if not isinstance(entry["line"], int) or entry["line"] < 1:
-            raise _fail(path, f"{where}.line", f"{entry['line']!r} is not a line number")
-        only = entry.get("cells", [])
-        if not isinstance(only, list) or any(c not in cells for c in only):
-            raise _fail(path, f"{where}.cells", f"{only!r} names a cell the plan does not list")
-        equivalents.append(Equivalent(entry["module"], entry["function"], entry["line"], entry["before"], entry["after"], entry["why"], tuple(only)))
-    return Plan(path, float(goal), tuple(goal_modules), tuple(tests), cells, tuple(equivalents))
 
 
 # --- refusals -----------------------------------------------------------------------------------
@@ -183,16 +65,18 @@ def load_plan(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
 def git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Refused(f"git {' '.join(args)} failed in {root}: {done.stderr.strip() or done.stdout.strip()}")
+        raise Refused(
+            f"git {' '.join(args)} failed in {root}: {done.stderr.strip() or done.stdout.strip()}"
+        )
     return done.stdout
 
 
-def check_clean(root: Path, output: str = f"reports/{REPORT_NAME}") -> str:
+def check_clean(root: Path, outputs: Sequence[str] = (f"reports/{REPORT_NAME}",)) -> str:
     """The commit the run tests; Refused if the working tree differs from it (the run's own
     report, which it rewrites, aside)."""
     commit = git(root, "rev-parse", "HEAD").strip()
     status = git(root, "status", "--porcelain", "--untracked-files=all").splitlines()
-    dirty = [line for line in status if line.strip() and line[3:] != output]
+    dirty = [line for line in status if line.strip() and line[3:] not in outputs]
     if dirty:
         shown = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")
         raise Refused(
@@ -204,7 +88,11 @@ def check_clean(root: Path, output: str = f"reports/{REPORT_NAME}") -> str:
 
 def check_installed(found: Mapping[str, str | None], want: Mapping[str, str], python: Path) -> None:
     """Refused unless ``python`` holds exactly ``want`` (dist -> version)."""
-    wrong = [f"{d}=={v} (found {found.get(d) or 'nothing'})" for d, v in want.items() if found.get(d) != v]
+    wrong = [
+        f"{d}=={v} (found {found.get(d) or 'nothing'})"
+        for d, v in want.items()
+        if found.get(d) != v
+    ]
     if wrong:
         raise Refused(
             f"{python} does not hold the cell's pins and the tool: {', '.join(wrong)}; accepted: "
@@ -240,12 +128,21 @@ def changed_lines(root: Path, since: str) -> dict[str, set[int]]:
     return out
 
 
-def select(mutants: Sequence[Mapping[str, Any]], changed: Mapping[str, set[int]] | None, sample: int, seed: int) -> list[str]:
+def select(
+    mutants: Sequence[Mapping[str, Any]],
+    changed: Mapping[str, set[int]] | None,
+    sample: int,
+    seed: int,
+) -> list[str]:
     """Every mutant (``changed`` None), else those touching a changed line plus ``sample``
     others drawn with ``seed`` (the same sample for the same mutants)."""
     if changed is None:
         return [m["id"] for m in mutants]
-    picked = [m["id"] for m in mutants if set(range(m["line"], m["end_line"] + 1)) & changed.get(m["module"], set())]
+    picked = [
+        m["id"]
+        for m in mutants
+        if set(range(m["line"], m["end_line"] + 1)) & changed.get(m["module"], set())
+    ]
     rest = sorted(m["id"] for m in mutants if m["id"] not in set(picked))
     extra = random.Random(seed).sample(rest, min(sample, len(rest)))
     return sorted(set(picked) | set(extra))
@@ -257,7 +154,11 @@ def select(mutants: Sequence[Mapping[str, Any]], changed: Mapping[str, set[int]]
 def mutmut_config(plan: Plan, modules: Sequence[str], copy: Path) -> str:
     """The [tool.mutmut] table for the copy: only ``modules`` mutated, the plan's tests, the
     killer plugin, and every other top-level entry of the copy beside the tests."""
-    also = sorted(p.name + ("/" if p.is_dir() else "") for p in copy.iterdir() if p.name not in ("compat", "tests", "mutants"))
+    also = sorted(
+        p.name + ("/" if p.is_dir() else "")
+        for p in copy.iterdir()
+        if p.name not in ("compat", "tests", "mutants")
+    )
     lines = [
         "",
         "[tool.mutmut]",
@@ -276,7 +177,9 @@ def make_copy(root: Path, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    blob = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    blob = subprocess.run(
+        ["git", "archive", "--format=tar", "HEAD"], cwd=root, capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
         tar.extractall(dest, filter="data")
 
@@ -299,26 +202,33 @@ class Progress:
         self.stream.flush()
 
 
-@dataclass
-class CellRun:
-    cell: str
-    python: Path
-    modules: list[str]
-    installed: dict[str, str | None]
-    mode: str
-    mutants: list[dict[str, Any]] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
 def run_env() -> dict[str, str]:
     """The tests' environment: the deterministic profile, one thread per test process (torch's
     OpenMP pool does not survive mutmut's fork: forked workers hang on its lock)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_MATRIX_")}
-    env.update(CI="true", HYPOTHESIS_PROFILE="ci", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(
+        CI="true",
+        HYPOTHESIS_PROFILE="ci",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
-def run_cell(plan: Plan, cell: str, python: Path, *, root: Path, jobs: int, changed: Mapping[str, set[int]] | None, sample: int, seed: int, installed: dict[str, str | None], stop: Stop) -> CellRun:
+def run_cell(
+    plan: Plan,
+    cell: str,
+    python: Path,
+    *,
+    root: Path,
+    jobs: int,
+    changed: Mapping[str, set[int]] | None,
+    sample: int,
+    seed: int,
+    installed: dict[str, str | None],
+    stop: Stop,
+) -> CellRun:
     copy = WORK / cell
     make_copy(root, copy)
     modules = plan.modules(cell, copy)
@@ -331,26 +241,55 @@ def run_cell(plan: Plan, cell: str, python: Path, *, root: Path, jobs: int, chan
     killers = copy / "killers"
     killers.mkdir()
     env["COMPAT_MUTATION_KILLERS"] = str(killers)
-    mode = "full" if changed is None else f"changed lines since the merge base, plus {sample} sampled (seed {seed})"
-    result = CellRun(cell, python, modules, installed, mode)
+    mode = (
+        "full"
+        if changed is None
+        else f"changed lines since the merge base, plus {sample} sampled (seed {seed})"
+    )
+    result = CellRun(cell, modules, installed, mode)
 
     def step(name: str, cmd: list[str], echo: Any = None) -> Ran:
         ran = run_logged(cmd, log, timeout_s=RUN_TIMEOUT_S, cwd=copy, env=env, echo=echo, stop=stop)
         result.seconds[name] = round(ran.seconds, 1)
         if ran.returncode != 0:
-            why = "stopped" if ran.interrupted else ("timed out" if ran.timed_out else f"exit {ran.returncode}")
+            why = (
+                "stopped"
+                if ran.interrupted
+                else ("timed out" if ran.timed_out else f"exit {ran.returncode}")
+            )
             tail = "\n".join(ran.output.strip().splitlines()[-15:])
             raise RuntimeError(f"{cell}: {name} {why}; the log is {log}\n{tail}")
         return ran
 
     start = time.monotonic()
-    step("catalog", [str(python), "-m", "harness.mutation_tool", "catalog", "--out", "catalog.json", *modules])
+    step(
+        "catalog",
+        [str(python), "-m", "harness.mutation_tool", "catalog", "--out", "catalog.json", *modules],
+    )
     catalog = json.loads((copy / "catalog.json").read_text(encoding="utf-8"))
     chosen = select(catalog, changed, sample, seed)
     if chosen:
         names = [] if changed is None else chosen
-        step("mutmut", [str(python), "-m", TOOL, "run", "--max-children", str(jobs), *names], Progress(cell))
-        step("collect", [str(python), "-m", "harness.mutation_tool", "collect", "--catalog", "catalog.json", "--killers", str(killers), "--out", "results.json"])
+        step(
+            "mutmut",
+            [str(python), "-m", TOOL, "run", "--max-children", str(jobs), *names],
+            Progress(cell),
+        )
+        step(
+            "collect",
+            [
+                str(python),
+                "-m",
+                "harness.mutation_tool",
+                "collect",
+                "--catalog",
+                "catalog.json",
+                "--killers",
+                str(killers),
+                "--out",
+                "results.json",
+            ],
+        )
         wanted = set(chosen)
         collected = json.loads((copy / "results.json").read_text(encoding="utf-8"))
         result.mutants = [m for m in collected if m["id"] in wanted]
@@ -359,115 +298,6 @@ def run_cell(plan: Plan, cell: str, python: Path, *, root: Path, jobs: int, chan
 
 
 # --- scoring and the report ---------------------------------------------------------------------
-
-
-def classify(plan: Plan, cell: str, mutants: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each mutant with its ``status`` and ``equivalent`` reason (or None); problems found."""
-    problems: list[str] = []
-    out = []
-    for m in mutants:
-        status = STATUS.get(m["tool_status"], "undecided")
-        entry = next((e for e in plan.equivalents if e.matches(m, cell)), None)
-        kept = {k: v for k, v in m.items() if k not in ("cell", "status", "equivalent", "listed_at_line")}
-        row = {**kept, "cell": cell, "status": status, "tool_status": m["tool_status"], "equivalent": entry.why if entry else None}
-        if entry and entry.line != m["line"]:
-            row["listed_at_line"] = entry.line
-        if entry and status in DETECTED:
-            problems.append(f"{cell}: {m['module']}:{m['line']} is listed as equivalent, but {m.get('killed_by') or 'a test'} kills it ({m['after'].strip()})")
-        if status == "undecided" and not entry:
-            problems.append(f"{cell}: {m['id']} was left undecided by {TOOL} ({m['tool_status']})")
-        out.append(row)
-    return out, problems
-
-
-def stale(plan: Plan, rows: list[dict[str, Any]], cells: Sequence[str]) -> list[str]:
-    """Equivalent entries that match no mutant of the cells they apply to (a full run)."""
-    out = []
-    for e in plan.equivalents:
-        applies = [c for c in cells if not e.cells or c in e.cells]
-        if applies and not any(e.matches(r, r["cell"]) for r in rows if r["cell"] in applies):
-            out.append(f"{plan.path.name}: the equivalent {e.module}:{e.line} ({e.function}: {e.after.strip()!r}) matches no mutant in {', '.join(applies)}")
-    return out
-
-
-def scores(plan: Plan, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    by_module: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        s = by_module.setdefault(r["module"], {"mutants": 0, "equivalent": 0, "killed": 0, "timeout": 0, "survived": 0, "not covered": 0, "undecided": 0})
-        s["mutants"] += 1
-        if r["equivalent"]:
-            s["equivalent"] += 1
-        else:
-            s[r["status"]] += 1
-    for module, s in by_module.items():
-        scored = s["mutants"] - s["equivalent"]
-        s["score"] = round((s["killed"] + s["timeout"]) / scored, 4) if scored else None
-        s["goal"] = plan.goal if module in plan.goal_modules else None
-        s["met"] = None if s["goal"] is None or s["score"] is None else s["score"] >= plan.goal
-    return dict(sorted(by_module.items()))
-
-
-def table(report: Mapping[str, Any]) -> str:
-    """The README's table: score per module per cell (killed / non-equivalent), wall time."""
-    cells = list(report["cells"])
-    modules = sorted({m for c in cells for m in report["cells"][c]["scores"]})
-    head = "| module | " + " | ".join(cells) + " |"
-    lines = [head, "|---|" + "---|" * len(cells)]
-    for module in modules:
-        cols = []
-        for c in cells:
-            s = report["cells"][c]["scores"].get(module)
-            if s is None:
-                cols.append("—")
-                continue
-            scored = s["mutants"] - s["equivalent"]
-            pct = "n/a" if s["score"] is None else f"{100 * s['score']:.1f}%"
-            mark = " ❌" if s["met"] is False else ""
-            cols.append(f"{pct} ({s['killed'] + s['timeout']}/{scored}; {s['equivalent']} eq.){mark}")
-        lines.append(f"| `{module}` | " + " | ".join(cols) + " |")
-    walls = [f"{report['cells'][c]['seconds']['wall']:.0f} s" for c in cells]
-    lines.append("| wall time | " + " | ".join(walls) + " |")
-    return "\n".join(lines)
-
-
-def write_report(path: Path, report: dict[str, Any]) -> None:
-    """JSON with one line per mutant (the file stays diffable)."""
-    mutants = report.pop("mutants")
-    head = json.dumps(report, indent=1, ensure_ascii=False)
-    body = ",\n".join("  " + json.dumps(m, ensure_ascii=False, sort_keys=True) for m in mutants)
-    path.write_text(head[:-2] + ',\n "mutants": [\n' + body + "\n ]\n}\n", encoding="utf-8")
-    report["mutants"] = mutants
-
-
-def build_report(plan: Plan, runs: Sequence[CellRun], *, commit: str, jobs: int) -> tuple[dict[str, Any], list[str]]:
-    rows: list[dict[str, Any]] = []
-    problems: list[str] = []
-    cells: dict[str, Any] = {}
-    for run in runs:
-        classified, found = classify(plan, run.cell, run.mutants)
-        rows += classified
-        problems += found
-        cells[run.cell] = {"mode": run.mode, "modules": run.modules, "installed": run.installed, "seconds": run.seconds, "scores": scores(plan, classified)}
-    if all(r.mode == "full" for r in runs):
-        problems += stale(plan, rows, [r.cell for r in runs])
-    for run in runs:
-        for module, s in cells[run.cell]["scores"].items():
-            if s["met"] is False:
-                problems.append(f"{run.cell}: {module} scores {100 * s['score']:.1f}%, below the goal of {100 * plan.goal:.0f}%")
-    report = {
-        "schema": 1,
-        "tool": f"{TOOL} {runs[0].installed.get(TOOL) if runs else '?'}",
-        "commit": commit,
-        "generated": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "jobs": jobs},
-        "goal": plan.goal,
-        "goal_modules": list(plan.goal_modules),
-        "score": "(killed + timeout) / (mutants - equivalent); a crash of the test process counts as killed",
-        "timeouts": f"{TOOL} stops a mutant's tests after (estimated time + 1 s) x 15 x 2 CPU seconds (half of that in wall time) and counts it as detected",
-        "cells": cells,
-        "mutants": rows,
-    }
-    return report, problems
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -480,16 +310,25 @@ def ensure_cell_venv(cell: spec.Cell, matrix: spec.Matrix, envdir: Path, uv: str
     python = ensure_venv(uv, cell.python, envdir / f"mutation-{cell.id}")
     reqs = [str(matrix.root / r) for r in matrix.requirements_for(cell)] + [str(REQUIREMENTS)]
     for cmd in install_commands(cell, python, uv=uv, requirements=reqs):
-        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+        )
         if done.returncode != 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
-            raise Refused(f"{cell.id}: installing the cell and {TOOL} failed (nothing ran):\n{tail}")
+            raise Refused(
+                f"{cell.id}: installing the cell and {TOOL} failed (nothing ran):\n{tail}"
+            )
     return python
 
 
 def installed_in(python: Path) -> dict[str, str | None]:
     names = "torch,torchao,hypothesis,pytest," + TOOL
-    out = subprocess.run([str(python), str(paths.ROOT / "harness" / "probe.py"), "--versions", names], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [str(python), str(paths.ROOT / "harness" / "probe.py"), "--versions", names],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise Refused(f"{python} cannot report what it holds: {out.stderr.strip()[-300:]}")
     return dict(json.loads(out.stdout)["installed"])
@@ -497,35 +336,60 @@ def installed_in(python: Path) -> dict[str, str | None]:
 
 def run(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="nox -s mutation --")
-    parser.add_argument("--cell", action="append", help="a cell of mutation.toml (default: every one)")
-    parser.add_argument("--since", help="only mutants in lines changed since the merge base with this ref")
-    parser.add_argument("--sample", type=int, default=0, help="with --since: also this many others, a fixed seeded sample")
+    parser.add_argument(
+        "--cell", action="append", help="a cell of mutation.toml (default: every one)"
+    )
+    parser.add_argument(
+        "--since", help="only mutants in lines changed since the merge base with this ref"
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="with --since: also this many others, a fixed seeded sample",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants tested side by side")
-    parser.add_argument("--python", type=Path, help="an existing venv's interpreter (one --cell), instead of building one")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="mutants tested side by side"
+    )
+    parser.add_argument(
+        "--python",
+        type=Path,
+        help="an existing venv's interpreter (one --cell), instead of building one",
+    )
     parser.add_argument("--envdir", type=Path, default=paths.ROOT / ".nox")
     parser.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
-    parser.add_argument("--plan", type=Path, default=PLAN, help="the mutation plan (default: mutation.toml)")
+    parser.add_argument(
+        "--plan", type=Path, default=PLAN, help="the mutation plan (default: mutation.toml)"
+    )
+    parser.add_argument(
+        "--root", type=Path, default=paths.ROOT, help="the git work tree whose HEAD is tested"
+    )
     args = parser.parse_args(list(argv))
     stop = Stop()
     try:
         matrix = spec.load()
-        plan = load_plan(args.plan, matrix)
+        plan = load(args.plan, matrix)
         cells = args.cell or list(plan.cells)
         bad = [c for c in cells if c not in plan.cells]
         if bad:
-            raise Refused(f"unsupported cell {bad[0]!r}: mutation.toml mutates in {', '.join(plan.cells)} only")
+            raise Refused(
+                f"unsupported cell {bad[0]!r}: mutation.toml mutates in "
+                f"{', '.join(plan.cells)} only"
+            )
         if args.python and len(cells) != 1:
             raise Refused("--python is one cell's interpreter: give exactly one --cell with it")
         if args.sample and not args.since:
             raise Refused("--sample adds to --since's mutants; give --since REF too")
-        commit = check_clean(paths.ROOT)
-        changed = changed_lines(paths.ROOT, args.since) if args.since else None
+        commit = check_clean(args.root)
+        changed = changed_lines(args.root, args.since) if args.since else None
         pin = tool_pin()
         runs = []
         with stop.on_signals():
             for cell_id in cells:
-                cell = next(c for c in matrix.cells(tiers=spec.TIERS, backend="cpu") if c.id == cell_id)
+                cell = next(
+                    c for c in matrix.cells(tiers=spec.TIERS, backend="cpu") if c.id == cell_id
+                )
                 if args.python:
                     python = args.python
                 else:
@@ -533,17 +397,40 @@ def run(argv: Sequence[str]) -> int:
 
                     python = ensure_cell_venv(cell, matrix, args.envdir, uv_bin())
                 installed = installed_in(python)
-                check_installed(installed, {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin}, python)
-                print(f"[mutation] {cell_id}: torch {installed['torch']}, TorchAO {installed['torchao']}, {TOOL} {installed[TOOL]}", flush=True)
-                one = run_cell(plan, cell_id, python, root=paths.ROOT, jobs=args.jobs, changed=changed, sample=args.sample, seed=args.seed, installed=installed, stop=stop)
-                print(f"[mutation] {cell_id}: {len(one.mutants)} mutants in {one.seconds['wall']:.0f} s", flush=True)
+                check_installed(
+                    installed,
+                    {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin},
+                    python,
+                )
+                print(
+                    f"[mutation] {cell_id}: torch {installed['torch']}, "
+                    f"TorchAO {installed['torchao']}, {TOOL} {installed[TOOL]}",
+                    flush=True,
+                )
+                one = run_cell(
+                    plan,
+                    cell_id,
+                    python,
+                    root=args.root,
+                    jobs=args.jobs,
+                    changed=changed,
+                    sample=args.sample,
+                    seed=args.seed,
+                    installed=installed,
+                    stop=stop,
+                )
+                print(
+                    f"[mutation] {cell_id}: {len(one.mutants)} mutants "
+                    f"in {one.seconds['wall']:.0f} s",
+                    flush=True,
+                )
                 runs.append(one)
     except Refused as exc:
         print(f"[mutation] refused: {exc}", file=sys.stderr)
         return REFUSED
     report, problems = build_report(plan, runs, commit=commit, jobs=args.jobs)
     args.reports.mkdir(parents=True, exist_ok=True)
-    write_report(args.reports / REPORT_NAME, report)
+    write_report(args.reports / (INCREMENTAL_NAME if args.since else REPORT_NAME), report)
     print(table(report))
     for problem in problems:
         print(f"[mutation] {problem}", file=sys.stderr)
@@ -553,16 +440,27 @@ def run(argv: Sequence[str]) -> int:
 def score(argv: Sequence[str]) -> int:
     """Re-classify a report's mutants with the current mutation.toml and print the table."""
     parser = argparse.ArgumentParser(prog="python -m harness.mutation score")
-    parser.add_argument("--from", dest="source", type=Path, default=paths.DEFAULT_REPORTS / REPORT_NAME)
+    parser.add_argument(
+        "--from", dest="source", type=Path, default=paths.DEFAULT_REPORTS / REPORT_NAME
+    )
     parser.add_argument("--write", action="store_true", help="write the re-scored report back")
     parser.add_argument("--plan", type=Path, default=PLAN)
     args = parser.parse_args(list(argv))
-    plan = load_plan(args.plan)
+    plan = load(args.plan)
     old = json.loads(args.source.read_text(encoding="utf-8"))
     runs = []
     for cell, info in old["cells"].items():
         mine = [m for m in old["mutants"] if m["cell"] == cell]
-        runs.append(CellRun(cell, Path(), info["modules"], info["installed"], info["mode"], mine, info["seconds"]))
+        runs.append(
+            CellRun(
+                cell,
+                info["modules"],
+                info["installed"],
+                info["mode"],
+                mine,
+                info["seconds"],
+            )
+        )
     report, problems = build_report(plan, runs, commit=old["commit"], jobs=old["machine"]["jobs"])
     report["generated"] = old["generated"]
     if args.write:

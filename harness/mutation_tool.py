@@ -55,7 +55,9 @@ def pytest_runtest_logreport(report: Any) -> None:
 # --- catalog --------------------------------------------------------------------------------------
 
 
-def change_lines(lines: list[str], start: tuple[int, int], end: tuple[int, int], new: str) -> tuple[str, str]:
+def change_lines(
+    lines: list[str], start: tuple[int, int], end: tuple[int, int], new: str
+) -> tuple[str, str]:
     """The source lines a node spans (1-based lines, 0-based columns), before and after its
     text is replaced by ``new``."""
     (first, col), (last, end_col) = start, end

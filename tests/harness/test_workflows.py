@@ -315,7 +315,9 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
     assert [d["with"]["name"] for d in downloads] == ["matrix-report-history"]
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
-    upload = next(s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result")
+    upload = next(
+        s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result"
+    )
     assert "reports/run.json" in upload["with"]["path"].split()  # the manifest travels with it
 
 
@@ -330,7 +332,9 @@ def test_the_nightly_runs_mutation_testing_as_its_own_job_on_the_schedule() -> N
     assert "needs" not in mutation  # its own job: it waits for no cell and no cell waits for it
     assert mutation["permissions"] == {"contents": "read"}
     assert mutation["timeout-minutes"] <= 360  # a hosted runner's limit
-    commands = [line.strip() for step in mutation["steps"] for line in step.get("run", "").splitlines()]
+    commands = [
+        line.strip() for step in mutation["steps"] for line in step.get("run", "").splitlines()
+    ]
     assert "python -m nox -s mutation" in commands
     (upload,) = [s for s in mutation["steps"] if uses(s, "actions/upload-artifact")]
     assert upload["with"]["path"] == "reports/mutation.json"
