@@ -294,6 +294,18 @@ def tests_installed(session: nox.Session) -> None:
         session.error("the installed cell did not pass (the reason is above)")
 
 
+@nox.session(venv_backend="none", default=False)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of compat (mutation.toml): every module in the default cell, the
+    version-branching ones also in the oldest core cell; reports/mutation.json and a table.
+    -- --cell ID, --since REF [--sample N] (incremental), --jobs N (harness/mutation.py)."""
+    from harness import mutation as mutation_run
+
+    args = ["run", "--envdir", str(session.env_dir.parent), "--reports", str(REPORTS)]
+    if mutation_run.main([*args, *session.posargs]) != 0:
+        session.error("the mutation run failed or refused (the reason is above)")
+
+
 @nox.session(name="gpu-wheels", venv_backend="none", default=False)
 def gpu_wheels(session: nox.Session) -> None:
     """The wheels bench/gpu_check.sh carries to the GPU machine, into .wheels (needs an index)."""

@@ -1,8 +1,8 @@
 """Test-suite plumbing shared by every matrix cell.
 
-- Hypothesis profiles: ``dev`` (local default), ``ci`` (deterministic; the default when ``CI``
-  is set), ``nightly`` (10,000 examples with an example database); ``HYPOTHESIS_PROFILE``
-  picks one explicitly.
+- Hypothesis profiles (``tests/profiles.py``): ``ci`` (derandomized: the default of every run),
+  ``nightly`` (random exploration, 10,000 examples, an example database), ``replay`` (replays
+  that database); ``HYPOTHESIS_PROFILE`` picks one.
 - The cell this run belongs to: from ``$COMPAT_MATRIX_CELL`` (written by the harness), else
   matched from matrix.toml by the installed torch / TorchAO versions (a plain ``pytest`` run).
 - Expected failures declared in matrix.toml are applied to the matching tests here.
@@ -21,31 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness.paths import ROOT  # standard library only, like the loader below
+from tests import profiles
 
-settings.register_profile("dev", deadline=None, max_examples=60)
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    database=None,
-    max_examples=60,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "nightly",
-    max_examples=10_000,
-    deadline=None,
-    database=DirectoryBasedExampleDatabase(str(ROOT / ".hypothesis" / "examples")),
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
-)
+profiles.load()
 
 
 def _version(dist: str) -> str | None:

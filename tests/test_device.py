@@ -322,7 +322,7 @@ def test_rejected_accelerator(accelerator: Any, error: type[Exception]) -> None:
 
 
 # --- properties --------------------------------------------------------------------------------
-# Example counts come from the conftest's hypothesis profile (dev/ci: 60, nightly: 10,000).
+# Example counts come from the hypothesis profile (tests/profiles.py: ci 60, nightly 10,000).
 
 
 @st.composite

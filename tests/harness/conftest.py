@@ -1,4 +1,5 @@
-"""The harness's own tests run without torch: no cell plumbing from tests/conftest.py applies."""
+"""The harness's own tests run without torch: no cell plumbing from tests/conftest.py applies,
+but the same Hypothesis profiles do (tests/profiles.py: derandomized unless told otherwise)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests import profiles
+
+profiles.load()
 
 
 @pytest.fixture(scope="session")

@@ -313,8 +313,31 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
     assert [d["with"]["name"] for d in downloads] == ["matrix-report-history"]
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
-    upload = next(s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result")
+    upload = next(
+        s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result"
+    )
     assert "reports/run.json" in upload["with"]["path"].split()  # the manifest travels with it
+
+
+def test_the_nightly_runs_mutation_testing_as_its_own_job_on_the_schedule() -> None:
+    """issue 14: nox -s mutation in its own job, reports/mutation.json uploaded; only on the
+    schedule or when a dispatch asks for it, so a dispatched scenario (act) never starts it."""
+    doc = workflow("nightly.yml")
+    mutation = jobs(doc)["mutation"]
+    assert mutation["if"] == "${{ github.event_name == 'schedule' || inputs.mutation }}"
+    asked = doc["on"]["workflow_dispatch"]["inputs"]["mutation"]
+    assert asked["type"] == "boolean" and asked["default"] is False
+    assert "needs" not in mutation  # its own job: it waits for no cell and no cell waits for it
+    assert mutation["permissions"] == {"contents": "read"}
+    assert mutation["timeout-minutes"] <= 360  # a hosted runner's limit
+    commands = [
+        line.strip() for step in mutation["steps"] for line in step.get("run", "").splitlines()
+    ]
+    assert "python -m nox -s mutation" in commands
+    (upload,) = [s for s in mutation["steps"] if uses(s, "actions/upload-artifact")]
+    assert upload["with"]["path"] == "reports/mutation.json"
+    assert upload["with"]["if-no-files-found"] == "error"
+    assert upload["if"] == "${{ !cancelled() }}"
 
 
 def test_nightly_schedule_and_inputs() -> None:

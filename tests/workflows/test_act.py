@@ -213,7 +213,7 @@ def test_nightly_fails_on_a_crashed_cell_and_names_the_one_without_results(
     conftest = repo / "tests" / "conftest.py"
     conftest.write_text(conftest.read_text() + FAULTS % (CELL, OTHER))
     act.commit(repo)
-    inputs = {"cells": f"{CELL} {OTHER}", "hypothesis-profile": "dev"}
+    inputs = {"cells": f"{CELL} {OTHER}", "hypothesis-profile": "ci"}
     run = act.run_act(repo, work, "workflow_dispatch", "nightly.yml", {"inputs": inputs})
     report(run, "nightly.yml with a crashed cell and a silent one")
     assert run.returncode != 0
@@ -238,7 +238,7 @@ def test_nightly_with_no_gpu_backend_enabled_creates_no_gpu_job(tmp_path: Path) 
     repo, work = scenario(tmp_path, "nightly")
     act.commit(repo)
     asked = " ".join(f"torch2.6-ao0.8-{b}" for b in ("cpu", "cuda", "xpu", "mps"))
-    inputs = {"cells": asked, "hypothesis-profile": "dev"}  # backends: the default, all four
+    inputs = {"cells": asked, "hypothesis-profile": "ci"}  # backends: the default, all four
     run = act.run_act(
         repo,
         work,

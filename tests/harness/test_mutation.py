@@ -1,0 +1,372 @@
+"""nox -s mutation (harness/mutation.py): the plan, the refusals, choosing mutants, scoring, and
+the committed report of a real run in both cells (reports/mutation.json, the README's table).
+
+The refusals run the real command line (``python -m harness.mutation``) against real git work
+trees and a real interpreter that lacks the tool; the report is the one a real run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import mutation, mutation_plan, mutation_report, mutation_tool, paths, spec
+
+ROOT = paths.ROOT
+REPORT = ROOT / "reports" / mutation.REPORT_NAME
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.mutation", "run", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def git_repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    for cmd in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first"],
+    ):
+        subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def commit_all(repo: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message],
+        cwd=repo,
+        check=True,
+    )
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+
+def test_the_plan_mutates_every_module_in_the_default_cell_and_branches_in_the_oldest() -> None:
+    matrix = spec.load()
+    plan = mutation_plan.load()
+    default, oldest = matrix.default(), matrix.cells()[0]
+    assert (oldest.torch.label, oldest.torchao.label) == ("2.3", "0.6")  # the oldest core pair
+    assert list(plan.cells) == [default.id, oldest.id]
+    compat = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "compat").glob("*.py"))
+    assert plan.modules(default.id, ROOT) == compat
+    assert plan.modules(oldest.id, ROOT) == [
+        "compat/_features.py",
+        "compat/device.py",
+        "compat/params.py",
+    ]
+    assert set(plan.goal_modules) <= set(compat) and plan.goal == 0.95
+    for entry in plan.equivalents:
+        assert entry.module in compat, entry
+        assert entry.why.strip() and "\n" not in entry.why.strip(), "one line on why"
+
+
+BAD_PLANS = {
+    "unknown cell": (
+        '[[cell]]\ncell = "torch9.9-ao0.6-cpu"\nmodules = ["compat/*.py"]',
+        "cell[0].cell",
+        "'torch9.9-ao0.6-cpu'",
+    ),
+    "not a cpu cell": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cuda"\nmodules = ["compat/*.py"]',
+        "cell[0].cell",
+        "'torch2.6-ao0.8-cuda'",
+    ),
+    "not compat": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["harness/*.py"]',
+        "cell[0].modules",
+        "['harness/*.py']",
+    ),
+    "no why": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[[equivalent]]\n'
+        'module = "compat/device.py"\nfunction = "f"\nline = 3\nbefore = "a"\nafter = "b"',
+        "equivalent[0]",
+        "missing ['why']",
+    ),
+    "unknown cell of an entry": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[[equivalent]]\n'
+        'module = "compat/device.py"\nfunction = "f"\nline = 3\nbefore = "a"\nafter = "b"\n'
+        'why = "w"\ncells = ["torch2.4-ao0.7-cpu"]',
+        "equivalent[0].cells",
+        "torch2.4-ao0.7-cpu",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PLANS))
+def test_a_bad_plan_is_refused_naming_the_field_and_the_value(tmp_path: Path, case: str) -> None:
+    body, field_name, value = BAD_PLANS[case]
+    plan = tmp_path / "mutation.toml"
+    plan.write_text(
+        '[run]\ngoal = 0.95\ngoal_modules = ["compat/device.py"]\ntests = ["tests"]\n' + body
+    )
+    with pytest.raises(mutation_plan.Refused) as info:
+        mutation_plan.load(plan)
+    assert field_name in str(info.value) and value in str(info.value)
+    done = cli("--plan", str(plan))
+    assert done.returncode == mutation.REFUSED and field_name in done.stderr
+
+
+def test_a_goal_out_of_range_is_refused(tmp_path: Path) -> None:
+    plan = tmp_path / "mutation.toml"
+    plan.write_text('[run]\ngoal = 1.5\ngoal_modules = ["compat/device.py"]\ntests = ["tests"]\n')
+    with pytest.raises(mutation_plan.Refused, match=r"run\.goal 1\.5 is not a number in \(0, 1\]"):
+        mutation_plan.load(plan)
+
+
+# --- refusals before anything is installed -----------------------------------------------------------
+
+
+def test_an_unsupported_cell_is_refused() -> None:
+    done = cli("--cell", "torch2.5-ao0.7-cpu")
+    assert done.returncode == mutation.REFUSED
+    assert (
+        "unsupported cell 'torch2.5-ao0.7-cpu': mutation.toml mutates in torch2.6-ao0.8-cpu, torch2.3-ao0.6-cpu only"
+        in done.stderr
+    )
+
+
+def test_a_dirty_work_tree_is_refused(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path, {"compat/x.py": "a = 1\n"})
+    (repo / "compat" / "x.py").write_text("a = 2\n")
+    (repo / "new.txt").write_text("untracked\n")
+    done = cli("--root", str(repo))
+    assert done.returncode == mutation.REFUSED
+    assert "the working tree differs from HEAD (2 path(s): compat/x.py, new.txt)" in done.stderr
+    assert "commit or stash first" in done.stderr
+    (repo / "new.txt").unlink()
+    subprocess.run(["git", "checkout", "-q", "compat/x.py"], cwd=repo, check=True)
+    (repo / "reports").mkdir()
+    (repo / "reports" / mutation.REPORT_NAME).write_text("{}")  # the run's own output
+    assert (
+        mutation.check_clean(repo)
+        == subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+
+
+def test_an_interpreter_without_the_cell_or_the_tool_is_refused(tmp_path: Path) -> None:
+    # this interpreter (the harness tests' venv) holds neither torch nor mutmut
+    repo = git_repo(tmp_path, {"compat/x.py": "a = 1\n"})
+    done = cli("--cell", "torch2.6-ao0.8-cpu", "--python", sys.executable, "--root", str(repo))
+    assert done.returncode == mutation.REFUSED
+    pin = mutation.tool_pin()
+    assert (
+        f"torch==2.6.0 (found nothing), torchao==0.8.0 (found nothing), mutmut=={pin} (found nothing)"
+        in done.stderr
+    )
+    assert "nox -s mutation builds one" in done.stderr
+
+
+def test_a_sample_without_since_is_refused() -> None:
+    done = cli("--sample", "5")
+    assert done.returncode == mutation.REFUSED and "give --since REF too" in done.stderr
+
+
+# --- choosing mutants --------------------------------------------------------------------------------
+
+
+def test_changed_lines_are_those_of_head_since_the_merge_base(tmp_path: Path) -> None:
+    repo = git_repo(
+        tmp_path, {"compat/x.py": "".join(f"line{i}\n" for i in range(1, 11)), "other.py": "x\n"}
+    )
+    subprocess.run(["git", "checkout", "-q", "-b", "work"], cwd=repo, check=True)
+    lines = (repo / "compat" / "x.py").read_text().splitlines()
+    lines[2] = "changed3"  # line 3 changed
+    lines[6:7] = ["new7a", "new7b"]  # line 7 replaced by two
+    (repo / "compat" / "x.py").write_text("\n".join(lines) + "\n")
+    (repo / "other.py").write_text("y\n")  # outside compat/: never mutated
+    commit_all(repo, "work")
+    assert mutation.changed_lines(repo, "main") == {"compat/x.py": {3, 7, 8}}
+
+
+def entries(n: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"m{i:02d}", "module": "compat/x.py", "line": i, "end_line": i + (i == 5)}
+        for i in range(1, n + 1)
+    ]
+
+
+def test_select_takes_changed_lines_and_a_fixed_seeded_sample() -> None:
+    mutants = entries(30)
+    assert mutation.select(mutants, None, 0, 0) == [m["id"] for m in mutants]
+    assert mutation.select(mutants, {"compat/x.py": {6}}, 0, 0) == ["m05", "m06"]  # m05 spans 5-6
+    sampled = mutation.select(mutants, {"compat/x.py": {6}}, 4, 0)
+    assert {"m05", "m06"} <= set(sampled) and len(sampled) == 6
+    assert mutation.select(mutants, {"compat/x.py": {6}}, 4, 0) == sampled  # the same each time
+    assert mutation.select(mutants, {}, 40, 0) == sorted(m["id"] for m in mutants)  # all there are
+
+
+# --- scoring --------------------------------------------------------------------------------------
+
+
+def mutant(i: int, status: str, after: str = "x = 2", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": f"compat.x.x_f__mutmut_{i}",
+        "module": "compat/x.py",
+        "function": "f",
+        "line": 10,
+        "end_line": 10,
+        "before": "x = 1",
+        "after": after,
+        "tool_status": status,
+        "killed_by": None,
+        **extra,
+    }
+
+
+def small_plan(tmp_path: Path, equivalents: str = "") -> mutation_plan.Plan:
+    plan = tmp_path / "mutation.toml"
+    plan.write_text(
+        '[run]\ngoal = 0.95\ngoal_modules = ["compat/x.py"]\ntests = ["tests"]\n'
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n' + equivalents
+    )
+    return mutation_plan.load(plan)
+
+
+EQUIVALENT = '[[equivalent]]\nmodule = "compat/x.py"\nfunction = "f"\nline = 12\nbefore = "x = 1"\nafter = "  x = 3  "\nwhy = "x is never read"\n'
+
+
+def test_the_score_is_over_the_non_equivalent_mutants_and_timeouts_count_as_detected(
+    tmp_path: Path,
+) -> None:
+    plan = small_plan(tmp_path, EQUIVALENT)
+    rows = [mutant(i, "killed") for i in range(17)] + [
+        mutant(17, "timeout"),
+        mutant(18, "segfault"),
+        mutant(19, "survived", "x = 3"),
+    ]
+    classified, problems = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", rows)
+    assert problems == []
+    assert (
+        classified[-1]["equivalent"] == "x is never read" and classified[-1]["listed_at_line"] == 12
+    )
+    (score,) = mutation_report.scores(plan, classified).values()
+    assert (score["mutants"], score["equivalent"], score["killed"], score["timeout"]) == (
+        20,
+        1,
+        18,
+        1,
+    )
+    assert score["score"] == 1.0 and score["met"] is True
+    # one survivor that is not listed: 19 of 20
+    classified, _ = mutation_report.classify(
+        plan, "torch2.6-ao0.8-cpu", [*rows[:-1], mutant(19, "survived", "x = 4")]
+    )
+    (score,) = mutation_report.scores(plan, classified).values()
+    assert score["score"] == 0.95 and score["met"] is True
+    classified, _ = mutation_report.classify(
+        plan,
+        "torch2.6-ao0.8-cpu",
+        [*rows[:-2], mutant(18, "no tests"), mutant(19, "survived", "x = 4")],
+    )
+    (score,) = mutation_report.scores(plan, classified).values()
+    assert score["not covered"] == 1 and score["score"] == 0.9 and score["met"] is False
+
+
+def test_a_listed_mutant_a_test_kills_or_one_matching_nothing_fails_the_run(tmp_path: Path) -> None:
+    plan = small_plan(tmp_path, EQUIVALENT)
+    killed = mutant(1, "killed", "x = 3", killed_by="tests/test_x.py::test_x")
+    _, problems = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [killed])
+    assert problems == [
+        "torch2.6-ao0.8-cpu: compat/x.py:10 is listed as equivalent, but tests/test_x.py::test_x kills it (x = 3)"
+    ]
+    classified, _ = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [mutant(1, "survived", "x = 4")])
+    assert mutation_report.stale(plan, classified, ["torch2.6-ao0.8-cpu"]) == [
+        "mutation.toml: the equivalent compat/x.py:12 (f: 'x = 3') matches no mutant in torch2.6-ao0.8-cpu"
+    ]
+    _, problems = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [mutant(2, "suspicious")])
+    assert problems == [
+        "torch2.6-ao0.8-cpu: compat.x.x_f__mutmut_2 was left undecided by mutmut (suspicious)"
+    ]
+
+
+def test_change_lines_rewrites_only_the_node() -> None:
+    lines = ["def f(x):\n", "    return g(x, 1)  # note\n"]
+    assert mutation_tool.change_lines(lines, (2, 16), (2, 17), "2") == (
+        "    return g(x, 1)  # note",
+        "    return g(x, 2)  # note",
+    )
+    two = ["    y = (a +\n", "         b)\n"]
+    assert mutation_tool.change_lines(two, (1, 9), (2, 10), "None") == (
+        "    y = (a +\n         b)",
+        "    y = (None)",
+    )
+
+
+def test_the_mutmut_configuration_names_the_modules_the_tests_and_the_plugin(
+    tmp_path: Path,
+) -> None:
+    for name in ("compat", "tests", "harness", "docs"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "README.md").write_text("")
+    plan = mutation_plan.load()
+    text = mutation.mutmut_config(plan, ["compat/device.py"], tmp_path)
+    config = tomllib.loads(text)["tool"]["mutmut"]
+    assert config["only_mutate"] == ["compat/device.py"]
+    assert config["pytest_add_cli_args_test_selection"] == list(plan.tests)
+    assert config["pytest_add_cli_args"][:2] == ["-p", "harness.mutation_tool"]
+    assert config["also_copy"] == ["README.md", "docs/", "harness/"]
+
+
+# --- the committed report ---------------------------------------------------------------------------
+
+
+def committed_report() -> dict[str, Any]:
+    return dict(json.loads(REPORT.read_text(encoding="utf-8")))
+
+
+def test_the_committed_report_is_a_full_run_in_both_cells_of_a_commit_of_this_history() -> None:
+    report = committed_report()
+    plan = mutation_plan.load()
+    matrix = spec.load()
+    assert list(report["cells"]) == list(plan.cells)
+    ancestor = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", report["commit"], "HEAD"], cwd=ROOT, check=False
+    )
+    assert ancestor.returncode == 0, "the report's commit is in this branch's history"
+    for cell_id, cell in report["cells"].items():
+        pins = next(c for c in matrix.cells() if c.id == cell_id)
+        assert cell["mode"] == "full"
+        assert (
+            cell["installed"]["torch"] == pins.torch.pin
+            and cell["installed"]["torchao"] == pins.torchao.pin
+        )
+        assert cell["seconds"]["wall"] > 0
+        mine = [m for m in report["mutants"] if m["cell"] == cell_id]
+        assert {m["module"] for m in mine} <= set(cell["modules"])
+        assert all(m["status"] in ("killed", "timeout", "survived", "not covered") for m in mine)
+        assert sum(s["mutants"] for s in cell["scores"].values()) == len(mine)
+
+
+def test_the_committed_report_scored_with_the_equivalents_meets_the_goal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # re-scored with today's mutation.toml: every entry still matches, no goal module is short
+    assert mutation.score(["--from", str(REPORT)]) == 0, capsys.readouterr().err
+
+
+def test_the_readme_table_is_the_committed_report() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- mutation table -->\n(.*?)\n<!-- /mutation table -->", readme, re.S)
+    assert found, "README.md holds the table between <!-- mutation table --> markers"
+    assert found.group(1).strip() == mutation_report.table(committed_report()).strip()
