@@ -42,8 +42,11 @@ def register() -> None:
         print_blob=True,
         suppress_health_check=_QUIET,
     )
+    # derandomize and the database are set outright: Hypothesis loads its own derandomized "ci"
+    # profile where CI is set (GitHub, .ci/run), and a new profile inherits from the loaded one
     settings.register_profile(
         "nightly",
+        derandomize=False,
         max_examples=10_000,
         deadline=None,
         database=DirectoryBasedExampleDatabase(str(DATABASE)),
@@ -52,6 +55,7 @@ def register() -> None:
     )
     settings.register_profile(
         "replay",
+        derandomize=False,
         deadline=None,
         database=DirectoryBasedExampleDatabase(str(DATABASE)),
         phases=(Phase.explicit, Phase.reuse),
