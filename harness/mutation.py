@@ -138,14 +138,16 @@ def select(
     others drawn with ``seed`` (the same sample for the same mutants)."""
     if changed is None:
         return [m["id"] for m in mutants]
-    picked = [
-        m["id"]
-        for m in mutants
-        if set(range(m["line"], m["end_line"] + 1)) & changed.get(m["module"], set())
-    ]
+    picked = [m["id"] for m in mutants if in_changed_lines(m, changed)]
     rest = sorted(m["id"] for m in mutants if m["id"] not in set(picked))
     extra = random.Random(seed).sample(rest, min(sample, len(rest)))
     return sorted(set(picked) | set(extra))
+
+
+def in_changed_lines(mutant: Mapping[str, Any], changed: Mapping[str, set[int]]) -> bool:
+    """Whether the mutant touches a line changed since the merge base."""
+    lines = set(range(mutant["line"], mutant["end_line"] + 1))
+    return bool(lines & changed.get(mutant["module"], set()))
 
 
 # --- one cell -----------------------------------------------------------------------------------
@@ -293,6 +295,9 @@ def run_cell(
         wanted = set(chosen)
         collected = json.loads((copy / "results.json").read_text(encoding="utf-8"))
         result.mutants = [m for m in collected if m["id"] in wanted]
+        if changed is not None:  # which of the two an incremental run's mutant is
+            for m in result.mutants:
+                m["picked"] = "changed" if in_changed_lines(m, changed) else "sample"
     result.seconds["wall"] = round(time.monotonic() - start, 1)
     return result
 

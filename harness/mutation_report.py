@@ -151,6 +151,21 @@ def table(report: Mapping[str, Any]) -> str:
         lines.append(f"| `{module}` | " + " | ".join(cols) + " |")
     walls = [f"{report['cells'][c]['seconds']['wall']:.0f} s" for c in cells]
     lines.append("| wall time | " + " | ".join(walls) + " |")
+    for key, what in (
+        ("changed_lines_together", "changed lines, goal modules (judged)"),
+        ("sample_together", "the sample, goal modules (an estimate)"),
+    ):
+        if any(key in report["cells"][c] for c in cells):
+            cols = []
+            for c in cells:
+                s = report["cells"][c].get(key)
+                scored = 0 if s is None else s["mutants"] - s["equivalent"]
+                cols.append(
+                    "—"
+                    if s is None or s["score"] is None
+                    else f"{100 * s['score']:.1f}% ({s['killed'] + s['timeout']}/{scored})"
+                )
+            lines.append(f"| {what} | " + " | ".join(cols) + " |")
     return "\n".join(lines)
 
 
@@ -191,13 +206,32 @@ def build_report(
                         f"below the goal of {100 * plan.goal:.0f}%"
                     )
             continue
-        # incremental: a few mutants per module, so the goal over the goal modules together
-        pooled = pool(cells[run.cell]["scores"], plan.goal_modules)
-        cells[run.cell]["goal_modules_together"] = pooled
-        if pooled["score"] is not None and pooled["score"] < plan.goal:
+        # incremental: the goal is judged over the mutants in changed lines of the goal modules
+        # together (new code must be pinned down); the sample only estimates the full run's
+        # score (a few mutants per module), so it is reported, and the full run judges per module
+        for s in cells[run.cell]["scores"].values():
+            s["met"] = None
+        mine = [r for r in rows if r["cell"] == run.cell and r["module"] in plan.goal_modules]
+        changed = pool(
+            scores(plan, [r for r in mine if r.get("picked") == "changed"]), plan.goal_modules
+        )
+        sampled = pool(
+            scores(plan, [r for r in mine if r.get("picked") == "sample"]), plan.goal_modules
+        )
+        cells[run.cell]["changed_lines_together"] = changed
+        cells[run.cell]["sample_together"] = sampled
+        if changed["score"] is not None and changed["score"] < plan.goal:
+            survivors = [
+                f"{r['module']}:{r['line']} ({r['after'].strip()})"
+                for r in mine
+                if r.get("picked") == "changed"
+                and not r["equivalent"]
+                and r["status"] not in DETECTED
+            ]
             problems.append(
-                f"{run.cell}: the goal modules' mutants run score "
-                f"{100 * pooled['score']:.1f}% together, below the goal of {100 * plan.goal:.0f}%"
+                f"{run.cell}: the mutants in changed lines of the goal modules score "
+                f"{100 * changed['score']:.1f}% together, below the goal of "
+                f"{100 * plan.goal:.0f}%; not detected: {'; '.join(survivors)}"
             )
     report = {
         "schema": 1,
