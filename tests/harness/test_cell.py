@@ -47,6 +47,7 @@ def plan(
     out = tmp_path / "reports" / "cells" / c.id
     args = [
         str(project),
+        f"--rootdir={project}",  # else pytest may root the ids at a folder above (a clone in /tmp)
         "-p",
         "no:cacheprovider",
         "-p",

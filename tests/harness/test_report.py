@@ -304,8 +304,10 @@ def test_the_readme_screenshot_shows_the_current_page_of_a_real_run() -> None:
     assert set(data["cells"]) <= set(known) and len(ran) >= 12
     for cell in ran:
         pins = known[cell["id"]]
-        assert cell["installed"]["torch"].split("+")[0] == pins.torch.pin, cell["id"]
-        assert cell["installed"]["torchao"] == pins.torchao.pin, cell["id"]
+        for dist, pin in (("torch", pins.torch.pin), ("torchao", pins.torchao.pin)):
+            found = cell["installed"][dist].split("+")[0]
+            # a "latest" pin is the newest release at install time: any real version
+            assert found == pin or (pin == spec.LATEST and found[:1].isdigit()), cell["id"]
         assert cell["counts"]["passed"] >= 100 and cell["duration_s"] > 1
 
 
