@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness import gate, gha, paths, report, spec, trigger
-from harness.cell import CellResult
+from harness.cell import new_result
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,16 +156,8 @@ def test_the_setup_step_fails_loudly_and_writes_nothing(
 def write_cell(reports: Path, cell_id: str) -> None:
     """A passed cell's record as a cell job uploads it (cell.json and its reportlog)."""
     cell = next(c for c in spec.load().cells(tiers=spec.TIERS) if c.id == cell_id)
-    result = CellResult(
-        cell.id,
-        cell.tier,
-        cell.python,
-        cell.torch.label,
-        cell.torchao.label,
-        cell.backend.name,
-        cell.requirements(),
-        status="passed",
-    )
+    result = new_result(cell)
+    result.status = "passed"
     result.tests = {"tests/test_x.py::test_ok": "passed"}
     result.counts["passed"] = 1
     result.write(paths.cell_dir(reports, cell.id))
