@@ -532,6 +532,21 @@ def test_subclass_refusing_the_target_changes_nothing() -> None:
     assert "'inner.w'" in message and "RefusingTensor" in message and "meta" in message
     assert "unchanged" in message
     assert_same_snapshot(before, snapshot(m))
+    # the whole text: the source, the target, the subclass's own reason, and no meta-source hint
+    # (the source has data; only a meta source is told to pass value=)
+    cls = f"{RefusingTensor.__module__}.RefusingTensor"
+    reason = "ValueError: RefusingTensor does not support conversion to meta"
+    assert message == (
+        f"cannot move parameter 'inner.w' of class {cls} (torch.float32 on cpu) to device "
+        f"'meta': {reason}; the module was left unchanged"
+    )
+    with pytest.raises(compat.TensorMoveError) as info:
+        compat.set_module_tensor(m, "inner.w", "meta", dtype=torch.float16)
+    assert str(info.value) == (
+        f"cannot move parameter 'inner.w' of class {cls} (torch.float32 on cpu) to device "
+        f"'meta' and dtype torch.float16: {reason}; the module was left unchanged"
+    )
+    assert_same_snapshot(before, snapshot(m))
     # The refusal is the subclass's own; a supported move of the same tensor works.
     compat.set_module_tensor(m, "inner.w", "cpu")
     assert type(m.inner.w) is RefusingTensor and isinstance(m.inner.w, nn.Parameter)
