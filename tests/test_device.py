@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -606,6 +607,13 @@ def test_default_device_unusable() -> None:
     with torch.device("cuda"), pytest.raises(DeviceUnavailableError) as info:
         default_device()
     assert not any(p in str(info.value) for p in TORCH_PHRASES)
+    # it says what is wrong (the default device), why (the allocation's error class) and the fix
+    assert re.fullmatch(
+        r"the default device \(set by torch\.set_default_device or a `with torch\.device\(\.\.\.\)` "
+        r"block\) cannot allocate on this machine \(\w+\); set it to an available device such as 'cpu'",
+        str(info.value),
+    ), str(info.value)
+    assert info.value.__cause__ is not None  # torch's own error stays attached
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
