@@ -517,3 +517,6 @@ def test_bad_inputs_name_the_key(tensors: Any, error: type[Exception], pattern: 
 def test_preferred_must_be_names() -> None:
     with pytest.raises(ValueError, match="'w' is a str"):
         compat.dedup_for_save({"w": torch.ones(1)}, preferred="w")
+    # a name that is not a str is named with its type, and what is accepted is said
+    with pytest.raises(ValueError, match=r"^preferred holds 3 \(int\); accepted: str names only$"):
+        compat.dedup_for_save({"w": torch.ones(1)}, preferred=["w", 3])
