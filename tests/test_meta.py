@@ -302,8 +302,14 @@ def test_materialize_strict_missing_and_unexpected_names() -> None:
     with compat.init_on_device("meta"):
         m = nn.Sequential(NoInit(), nn.Linear(2, 2))
     before = [(n, p) for n, p in m.named_parameters()]
-    with pytest.raises(ValueError, match=r"'0\.w'.*reset_parameters"):
+    with pytest.raises(ValueError, match=r"'0\.w'.*reset_parameters") as info:
         compat.materialize(m, "cpu")
+    assert str(info.value) == (  # the whole text: what, why, and each way out
+        "materialize cannot initialise '0.w': they are on meta, absent from state_dict, and the "
+        "modules registering them have no reset_parameters(); accepted: supply them in "
+        "state_dict, give their module a reset_parameters(), or pass strict=False to leave "
+        "them uninitialised"
+    )
     with pytest.raises(ValueError, match=r"'nope'.*accepted"):
         compat.materialize(m, "cpu", {"0.w": torch.ones(3), "nope": torch.ones(1)})
     with pytest.raises(ValueError, match=r"state_dict\['0\.w'\] has shape \(4,\)"):
