@@ -473,9 +473,24 @@ def test_dtype_casts_floating_tensors_only(kind: str, request: pytest.FixtureReq
 def test_dtype_must_be_floating(bad: Any) -> None:
     lin = nn.Linear(2, 2)
     before = snapshot(lin)
-    with pytest.raises(TypeError, match="floating"):
+    with pytest.raises(TypeError, match="floating") as info:
         compat.set_module_tensor(lin, "weight", dtype=bad)
     assert_same_snapshot(before, snapshot(lin))
+    if bad is torch.int8:  # the whole text once: the value, what is accepted, an example
+        assert str(info.value) == (
+            "dtype torch.int8 is not a floating or complex dtype; only floating and complex "
+            "casts are accepted (integer tensors are never cast), e.g. torch.bfloat16 or "
+            "torch.float32"
+        )
+
+
+def test_a_missing_name_in_a_module_without_tensors_says_it_has_none() -> None:
+    with pytest.raises(ValueError) as info:
+        compat.set_module_tensor(nn.Module(), "missing", "cpu")
+    assert str(info.value) == (
+        "Module has no parameter or buffer named 'missing'; accepted: a dotted parameter or "
+        "buffer name such as (this module has none)"
+    )
 
 
 # --- refused and invalid requests leave the module unchanged ---------------------------------------
