@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,18 @@ class Drift:
         safe = value if isinstance(value, str | int | float | bool | type(None)) else repr(value)
         _DRIFT[probe] = {"value": safe, "axis": axis, "about": about}
         return value
+
+
+@pytest.fixture(autouse=True)
+def _cold_compat_caches() -> None:
+    """Each test starts with compat's memo caches empty (module-level dicts named ``_*_cache``):
+    a test exercises the code it calls, not a result an earlier test left cached. Mutation
+    testing needs it too: with warm caches a mutant in a cached path runs in no test at all."""
+    for name, module in list(sys.modules.items()):
+        if name == "compat" or name.startswith("compat."):
+            for attr, value in vars(module).items():
+                if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
+                    value.clear()
 
 
 @pytest.fixture(scope="session")
