@@ -91,11 +91,16 @@ def classify(
     return out, problems
 
 
-def stale(plan: Plan, rows: list[dict[str, Any]], cells: Sequence[str]) -> list[str]:
-    """Equivalent entries that match no mutant of the cells they apply to (a full run)."""
+def stale(plan: Plan, rows: list[dict[str, Any]], cells: Mapping[str, Sequence[str]]) -> list[str]:
+    """Equivalent entries that match no mutant of the cells they apply to (a full run): the
+    cells of ``cells`` (cell -> the modules it mutated) that mutate the entry's module."""
     out = []
     for e in plan.equivalents:
-        applies = [c for c in cells if not e.cells or c in e.cells]
+        applies = [
+            c
+            for c, modules in cells.items()
+            if (not e.cells or c in e.cells) and e.module in modules
+        ]
         if applies and not any(e.matches(r, r["cell"]) for r in rows if r["cell"] in applies):
             out.append(
                 f"{plan.path.name}: the equivalent {e.module}:{e.line} ({e.function}: "
@@ -196,7 +201,7 @@ def build_report(
             "scores": scores(plan, classified),
         }
     if all(r.mode == "full" for r in runs):
-        problems += stale(plan, rows, [r.cell for r in runs])
+        problems += stale(plan, rows, {r.cell: r.modules for r in runs})
     for run in runs:
         if run.mode == "full":  # the goal per module
             for module, s in cells[run.cell]["scores"].items():

@@ -293,9 +293,12 @@ def test_a_listed_mutant_a_test_kills_or_one_matching_nothing_fails_the_run(tmp_
         "torch2.6-ao0.8-cpu: compat/x.py:10 is listed as equivalent, but tests/test_x.py::test_x kills it (x = 3)"
     ]
     classified, _ = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [mutant(1, "survived", "x = 4")])
-    assert mutation_report.stale(plan, classified, ["torch2.6-ao0.8-cpu"]) == [
+    mutated = {"torch2.6-ao0.8-cpu": ["compat/x.py"]}
+    assert mutation_report.stale(plan, classified, mutated) == [
         "mutation.toml: the equivalent compat/x.py:12 (f: 'x = 3') matches no mutant in torch2.6-ao0.8-cpu"
     ]
+    # a cell that does not mutate the entry's module has nothing to match (a --cell run of it)
+    assert mutation_report.stale(plan, [], {"torch2.3-ao0.6-cpu": ["compat/device.py"]}) == []
     _, problems = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [mutant(2, "suspicious")])
     assert problems == [
         "torch2.6-ao0.8-cpu: compat.x.x_f__mutmut_2 was left undecided by mutmut (suspicious)"
