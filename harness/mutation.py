@@ -1,6 +1,6 @@
 """Mutation testing of compat across cells: how much of compat the suite pins down.
 
-    nox -s mutation [-- --cell ID] [--since REF] [--sample N] [--jobs N]
+    nox -s mutation [-- --cell ID] [--since REF] [--sample N] [--resurvey REPORT] [--jobs N]
     python -m harness.mutation run ...     (what the session runs, in nox's own interpreter)
     python -m harness.mutation score       (re-score reports/mutation.json with mutation.toml)
 
@@ -17,7 +17,8 @@ matrix.toml), the goal, and the equivalent mutants. For each cell the run
    working tree is never touched) and writes mutmut's configuration into the copy;
 4. catalogues every mutant (:mod:`harness.mutation_tool`, in the venv), picks the mutants to
    run (all; or, incrementally, those in lines changed since ``--since`` plus a fixed, seeded
-   sample of ``--sample`` others), runs ``mutmut run`` on them with the Hypothesis ``ci``
+   sample of ``--sample`` others; or, for ``--resurvey``, those a full run of the same compat/
+   did not detect, see :func:`load_base`), runs ``mutmut run`` on them with the Hypothesis ``ci``
    profile (deterministic examples) and one thread per test process, and collects each
    mutant's verdict and the test that killed it.
 
@@ -48,7 +49,7 @@ from typing import Any, Final
 
 from harness import paths, spec
 from harness.mutation_plan import PLAN, Plan, Refused, load
-from harness.mutation_report import TOOL, CellRun, build_report, table, write_report
+from harness.mutation_report import DETECTED, TOOL, CellRun, build_report, table, write_report
 from harness.procs import Ran, Stop, run_logged
 
 REQUIREMENTS: Final = paths.ROOT / "requirements" / "mutation.txt"
@@ -150,6 +151,98 @@ def in_changed_lines(mutant: Mapping[str, Any], changed: Mapping[str, set[int]])
     return bool(lines & changed.get(mutant["module"], set()))
 
 
+# --- a resurvey: run again only what a full run of the same compat/ did not detect ------------
+
+
+def ignored_tests(plan: Plan) -> list[str]:
+    """The test paths the plan leaves out (``--ignore=...``): changes there judge no mutant."""
+    return [a.split("=", 1)[1].rstrip("/") for a in plan.tests if a.startswith("--ignore=")]
+
+
+def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
+    """Files under tests/ that existed at ``base`` and differ at HEAD, and added conftest.py
+    files (they change every test below them). New test files only add tests: a mutant they do
+    not kill is still killed by the unchanged test that killed it before."""
+    out = git(root, "diff", "--name-status", "--no-renames", base, "HEAD", "--", "tests/")
+    bad = []
+    for line in out.splitlines():
+        status, _, name = line.partition("\t")
+        if any(name == i or name.startswith(i + "/") for i in ignored):
+            continue
+        if status == "A" and Path(name).name != "conftest.py":
+            continue
+        bad.append(f"{name} ({'an added conftest' if status == 'A' else status})")
+    return bad
+
+
+def load_base(
+    path: Path, root: Path, plan: Plan, cells: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per cell, the full run in the report at ``path`` whose detected verdicts a resurvey may
+    carry; Refused unless the report (untrusted input) holds a full run of every cell of an
+    ancestor of HEAD with the very same compat/ and no test file changed since (added ones
+    aside). Then the mutants are the same, and each detected one is still detected."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise Refused(f"--resurvey {path}: not a readable JSON report ({exc})") from None
+    commit = report.get("commit") if isinstance(report, dict) else None
+    if not isinstance(commit, str) or re.fullmatch(r"[0-9a-f]{40}", commit) is None:
+        raise Refused(f"--resurvey {path}: no 'commit' of 40 hex digits in it; got {commit!r}")
+    ancestor = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root, capture_output=True
+    )
+    if ancestor.returncode != 0:
+        raise Refused(f"--resurvey {path}: its commit {commit[:12]} is not an ancestor of HEAD")
+    moved = git(root, "diff", "--name-only", commit, "HEAD", "--", "compat/").split()
+    if moved:
+        raise Refused(
+            f"--resurvey {path}: compat/ changed since {commit[:12]} ({', '.join(moved)}), so "
+            "the mutants differ; run the cell in full"
+        )
+    changed = tests_changed(root, commit, ignored_tests(plan))
+    if changed:
+        raise Refused(
+            f"--resurvey {path}: tests changed since {commit[:12]}: {', '.join(changed)}; a "
+            "carried verdict needs the tests that gave it unchanged; run the cell in full"
+        )
+    bases = {}
+    for cell in cells:
+        found = report.get("cells", {}).get(cell) if isinstance(report.get("cells"), dict) else None
+        if not isinstance(found, dict) or found.get("mode") != "full":
+            raise Refused(f"--resurvey {path}: it holds no full run of {cell}")
+        rows = [
+            m
+            for m in report.get("mutants", [])
+            if isinstance(m, dict) and m.get("cell") == cell and isinstance(m.get("id"), str)
+        ]
+        bases[cell] = {
+            "commit": commit,
+            "installed": found.get("installed"),
+            "seconds": found.get("seconds"),
+            "rows": rows,
+        }
+    return bases
+
+
+def carry(base: Mapping[str, Any], catalog: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The base run's detected mutants, marked as carried; RuntimeError unless the base judged
+    exactly the catalogue's mutants (same ids, same changes)."""
+    rows = {m["id"]: m for m in base["rows"]}
+    ours = {m["id"]: m for m in catalog}
+    if set(rows) != set(ours) or any(
+        rows[i].get("before") != m["before"] or rows[i].get("after") != m["after"]
+        for i, m in ours.items()
+    ):
+        raise RuntimeError(
+            f"the base run at {base['commit'][:12]} judged other mutants than this catalogue "
+            f"({len(rows)} vs {len(ours)}): run the cell in full"
+        )
+    return [
+        {**m, "carried_from": base["commit"]} for m in rows.values() if m.get("status") in DETECTED
+    ]
+
+
 # --- one cell -----------------------------------------------------------------------------------
 
 
@@ -230,6 +323,7 @@ def run_cell(
     seed: int,
     installed: dict[str, str | None],
     stop: Stop,
+    base: Mapping[str, Any] | None = None,
 ) -> CellRun:
     copy = WORK / cell
     make_copy(root, copy)
@@ -269,9 +363,25 @@ def run_cell(
         [str(python), "-m", "harness.mutation_tool", "catalog", "--out", "catalog.json", *modules],
     )
     catalog = json.loads((copy / "catalog.json").read_text(encoding="utf-8"))
-    chosen = select(catalog, changed, sample, seed)
+    carried: list[dict[str, Any]] = []
+    if base is None:
+        chosen = select(catalog, changed, sample, seed)
+    else:
+        carried = carry(base, catalog)
+        done = {m["id"] for m in carried}
+        chosen = sorted(m["id"] for m in catalog if m["id"] not in done)
+        result.mode = (
+            f"resurvey of the full run at {base['commit'][:12]}: its {len(carried)} detected "
+            f"mutants carried, the {len(chosen)} others run again"
+        )
+        result.base = {
+            "commit": base["commit"],
+            "seconds": base["seconds"],
+            "carried": len(carried),
+            "run_again": len(chosen),
+        }
     if chosen:
-        names = [] if changed is None else chosen
+        names = [] if changed is None and base is None else chosen
         step(
             "mutmut",
             [str(python), "-m", TOOL, "run", "--max-children", str(jobs), *names],
@@ -298,6 +408,7 @@ def run_cell(
         if changed is not None:  # which of the two an incremental run's mutant is
             for m in result.mutants:
                 m["picked"] = "changed" if in_changed_lines(m, changed) else "sample"
+    result.mutants += carried
     result.seconds["wall"] = round(time.monotonic() - start, 1)
     return result
 
@@ -355,6 +466,12 @@ def run(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--resurvey",
+        type=Path,
+        help="a full run's report of an ancestor with the same compat/: carry its detected "
+        "mutants, run the others again (new test files only)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="mutants tested side by side"
     )
     parser.add_argument(
@@ -386,8 +503,11 @@ def run(argv: Sequence[str]) -> int:
             raise Refused("--python is one cell's interpreter: give exactly one --cell with it")
         if args.sample and not args.since:
             raise Refused("--sample adds to --since's mutants; give --since REF too")
+        if args.resurvey and args.since:
+            raise Refused("--resurvey judges every mutant and --since only some: give one")
         commit = check_clean(args.root)
         changed = changed_lines(args.root, args.since) if args.since else None
+        bases = load_base(args.resurvey, args.root, plan, cells) if args.resurvey else {}
         pin = tool_pin()
         runs = []
         with stop.on_signals():
@@ -407,6 +527,12 @@ def run(argv: Sequence[str]) -> int:
                     {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin},
                     python,
                 )
+                base = bases.get(cell_id)
+                if base is not None and base["installed"] != installed:
+                    raise Refused(
+                        f"--resurvey: the base run of {cell_id} had {base['installed']}, this "
+                        f"venv has {installed}"
+                    )
                 print(
                     f"[mutation] {cell_id}: torch {installed['torch']}, "
                     f"TorchAO {installed['torchao']}, {TOOL} {installed[TOOL]}",
@@ -423,6 +549,7 @@ def run(argv: Sequence[str]) -> int:
                     seed=args.seed,
                     installed=installed,
                     stop=stop,
+                    base=base,
                 )
                 print(
                     f"[mutation] {cell_id}: {len(one.mutants)} mutants "

@@ -55,6 +55,13 @@ class CellRun:
     mode: str
     mutants: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    # a resurvey: the full run whose detected verdicts it carries (commit, seconds, counts)
+    base: dict[str, Any] | None = None
+
+    @property
+    def every_mutant(self) -> bool:
+        """Whether every mutant of the modules has a verdict: a full run, or a resurvey of one."""
+        return self.mode == "full" or self.base is not None
 
 
 def classify(
@@ -154,7 +161,13 @@ def table(report: Mapping[str, Any]) -> str:
                 f"{pct} ({s['killed'] + s['timeout']}/{scored}; {s['equivalent']} eq.){mark}"
             )
         lines.append(f"| `{module}` | " + " | ".join(cols) + " |")
-    walls = [f"{report['cells'][c]['seconds']['wall']:.0f} s" for c in cells]
+    walls = []
+    for c in cells:
+        wall = f"{report['cells'][c]['seconds']['wall']:.0f} s"
+        base = report["cells"][c].get("base")
+        if base is not None:  # a resurvey: its own time, and the full run's it builds on
+            wall += f" (resurvey; the full run: {base['seconds']['wall']:.0f} s)"
+        walls.append(wall)
     lines.append("| wall time | " + " | ".join(walls) + " |")
     for key, what in (
         ("changed_lines_together", "changed lines, goal modules (judged)"),
@@ -200,10 +213,12 @@ def build_report(
             "seconds": run.seconds,
             "scores": scores(plan, classified),
         }
-    if all(r.mode == "full" for r in runs):
+        if run.base is not None:
+            cells[run.cell]["base"] = run.base
+    if all(r.every_mutant for r in runs):
         problems += stale(plan, rows, {r.cell: r.modules for r in runs})
     for run in runs:
-        if run.mode == "full":  # the goal per module
+        if run.every_mutant:  # the goal per module
             for module, s in cells[run.cell]["scores"].items():
                 if s["met"] is False:
                     problems.append(

@@ -292,7 +292,9 @@ def test_a_listed_mutant_a_test_kills_or_one_matching_nothing_fails_the_run(tmp_
     assert problems == [
         "torch2.6-ao0.8-cpu: compat/x.py:10 is listed as equivalent, but tests/test_x.py::test_x kills it (x = 3)"
     ]
-    classified, _ = mutation_report.classify(plan, "torch2.6-ao0.8-cpu", [mutant(1, "survived", "x = 4")])
+    classified, _ = mutation_report.classify(
+        plan, "torch2.6-ao0.8-cpu", [mutant(1, "survived", "x = 4")]
+    )
     mutated = {"torch2.6-ao0.8-cpu": ["compat/x.py"]}
     assert mutation_report.stale(plan, classified, mutated) == [
         "mutation.toml: the equivalent compat/x.py:12 (f: 'x = 3') matches no mutant in torch2.6-ao0.8-cpu"
@@ -333,6 +335,103 @@ def test_an_incremental_run_judges_the_changed_lines_and_only_reports_the_sample
         "torch2.6-ao0.8-cpu: the mutants in changed lines of the goal modules score 75.0%"
         " together, below the goal of 95%; not detected: compat/x.py:10 (x = 5)"
     ]
+
+
+# --- a resurvey -----------------------------------------------------------------------------------
+
+
+def base_report(repo: Path, cell: str = "torch2.6-ao0.8-cpu") -> Path:
+    """A full run's report of ``repo``'s HEAD: one detected mutant, one survivor."""
+    commit = mutation.git(repo, "rev-parse", "HEAD").strip()
+    rows = [
+        {**mutant(1, "killed"), "cell": cell, "status": "killed", "equivalent": None},
+        {**mutant(2, "survived", "x = 3"), "cell": cell, "status": "survived", "equivalent": None},
+    ]
+    cells = {cell: {"mode": "full", "installed": {"torch": "2.6.0"}, "seconds": {"wall": 9.0}}}
+    path = repo.parent / "base.json"
+    path.write_text(json.dumps({"commit": commit, "cells": cells, "mutants": rows}))
+    return path
+
+
+def resurvey_plan(tmp_path: Path) -> mutation_plan.Plan:
+    plan = tmp_path / "mutation.toml"
+    plan.write_text(
+        '[run]\ngoal = 0.95\ngoal_modules = ["compat/x.py"]\n'
+        'tests = ["tests", "--ignore=tests/harness"]\n'
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n'
+    )
+    return mutation_plan.load(plan)
+
+
+def test_a_resurvey_carries_only_what_the_full_run_detected(tmp_path: Path) -> None:
+    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": "", "tests/harness/test_h.py": ""}
+    repo = git_repo(tmp_path, files)
+    report, plan = base_report(repo), resurvey_plan(tmp_path)
+    (repo / "tests" / "test_new.py").write_text("def test_new() -> None: ...\n")
+    (repo / "tests" / "harness" / "test_h.py").write_text("# the plan does not run these\n")
+    commit_all(repo, "new tests only")
+    (base,) = mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"]).values()
+    catalog = [mutant(1, "killed"), mutant(2, "survived", "x = 3")]
+    carried = mutation.carry(base, catalog)
+    assert [m["id"] for m in carried] == ["compat.x.x_f__mutmut_1"]
+    assert carried[0]["carried_from"] == base["commit"]
+    with pytest.raises(RuntimeError, match="other mutants than this catalogue"):
+        mutation.carry(base, [*catalog, mutant(3, "killed")])
+    with pytest.raises(RuntimeError, match="other mutants"):
+        mutation.carry(base, [catalog[0], mutant(2, "survived", "x = 4")])  # another change
+    # a resurvey judges every mutant: the goal is judged per module, as in a full run
+    one = mutation_report.CellRun("torch2.6-ao0.8-cpu", ["compat/x.py"], {}, "resurvey")
+    one.base = {"commit": base["commit"], "seconds": {"wall": 9.0}, "carried": 1, "run_again": 1}
+    one.mutants = [*carried, mutant(2, "survived", "x = 3")]
+    one.seconds["wall"] = 2.0
+    built, problems = mutation_report.build_report(plan, [one], commit="0" * 40, jobs=2)
+    assert problems == ["torch2.6-ao0.8-cpu: compat/x.py scores 50.0%, below the goal of 95%"]
+    assert "| wall time | 2 s (resurvey; the full run: 9 s) |" in mutation_report.table(built)
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ("tests/test_x.py", r"tests changed since \w{12}: tests/test_x\.py \(M\)"),
+        ("tests/sub/conftest.py", r"tests/sub/conftest\.py \(an added conftest\)"),
+        ("compat/x.py", r"compat/ changed since \w{12} \(compat/x\.py\)"),
+    ],
+)
+def test_a_resurvey_refuses_a_base_whose_compat_or_tests_changed(
+    tmp_path: Path, change: str, refusal: str
+) -> None:
+    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": ""}
+    repo = git_repo(tmp_path, files)
+    report, plan = base_report(repo), resurvey_plan(tmp_path)
+    (repo / change).parent.mkdir(parents=True, exist_ok=True)
+    (repo / change).write_text("x = 2\n")
+    commit_all(repo, "a change")
+    with pytest.raises(mutation.Refused, match=refusal):
+        mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"])
+
+
+def test_a_resurvey_refuses_a_report_it_cannot_build_on(tmp_path: Path) -> None:
+    repo = git_repo(tmp_path, {"compat/x.py": "x = 1\n"})
+    plan = resurvey_plan(tmp_path)
+    report = base_report(repo)
+    cells = ["torch2.6-ao0.8-cpu"]
+    with pytest.raises(mutation.Refused, match=r"holds no full run of torch2\.3-ao0\.6-cpu"):
+        mutation.load_base(report, repo, plan, ["torch2.3-ao0.6-cpu"])
+    report.write_text(json.dumps({"commit": "f" * 40, "cells": {}}))
+    with pytest.raises(mutation.Refused, match="ffffffffffff is not an ancestor of HEAD"):
+        mutation.load_base(report, repo, plan, cells)
+    report.write_text(json.dumps({"commit": "HEAD"}))
+    with pytest.raises(mutation.Refused, match="no 'commit' of 40 hex digits in it; got 'HEAD'"):
+        mutation.load_base(report, repo, plan, cells)
+    report.write_text("{not json")
+    with pytest.raises(mutation.Refused, match="not a readable JSON report"):
+        mutation.load_base(report, repo, plan, cells)
+
+
+def test_resurvey_and_since_together_are_refused() -> None:
+    done = cli("--resurvey", "reports/mutation.json", "--since", "main")
+    assert done.returncode == mutation.REFUSED
+    assert "--resurvey judges every mutant and --since only some: give one" in done.stderr
 
 
 def test_change_lines_rewrites_only_the_node() -> None:
@@ -391,7 +490,23 @@ def test_the_committed_report_is_a_full_run_in_both_cells_of_a_commit_of_this_hi
     assert ancestor.returncode == 0, "the report's commit is in this branch's history"
     for cell_id, cell in report["cells"].items():
         pins = next(c for c in matrix.cells() if c.id == cell_id)
-        assert cell["mode"] == "full"
+        if cell["mode"] != "full":  # a resurvey carries the detected verdicts of a full run
+            assert cell["mode"].startswith("resurvey of the full run at ")
+            assert cell["base"]["seconds"]["wall"] > 0
+            base = subprocess.run(
+                [
+                    "git",
+                    "diff",
+                    "--quiet",
+                    cell["base"]["commit"],
+                    report["commit"],
+                    "--",
+                    "compat/",
+                ],
+                cwd=ROOT,
+                check=False,
+            )
+            assert base.returncode == 0, "the full run it builds on tested the same compat/"
         assert (
             cell["installed"]["torch"] == pins.torch.pin
             and cell["installed"]["torchao"] == pins.torchao.pin
