@@ -1,0 +1,370 @@
+"""Paths of compat.saving and compat.sharing that the property tests do not pin down.
+
+* ``restore_aliases`` given a base at an aligned, a padded or a misaligned storage offset: the
+  base is used in place when its offset is as recorded (modulo 16 bytes), else copied once, the
+  base name then referring to the copy its views share; reserved names never come out, and the
+  tensors stay on the loaded device whatever torch's default device is;
+* ``save_file`` / ``load_file`` around a file read back with safetensors' own ``safe_open``:
+  ``preferred`` picks the kept name, non-str metadata is refused with the whole message, and
+  ``device=None`` loads onto the cpu;
+* the name that carries a view entry among identical views (the first of ``preferred``, else the
+  smallest), as written in the alias record;
+* the finders on wrapper subclasses next to other groups, with empty inner tensors, and on packed
+  sub-byte quantized tensors (their footprint is ``ceil(numel * bits / 8)`` bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors import safe_open
+from torch.testing._internal.two_tensor import TwoTensor
+
+import compat
+from compat.saving import METADATA_KEY
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def raw(t: torch.Tensor) -> bytes:
+    """The bytes a tensor reads, in its logical order."""
+    return bytes(t.contiguous().reshape(-1).view(torch.uint8).tolist())
+
+
+def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def record(metadata: dict[str, str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(metadata[METADATA_KEY])
+    return parsed
+
+
+def file_contents(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """What a plain safetensors reader sees in a file."""
+    with safe_open(str(path), framework="pt") as handle:
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+        return tensors, dict(handle.metadata())
+
+
+def placed_at(t: torch.Tensor, offset: int, fill: int = 0xA5) -> torch.Tensor:
+    """A copy of contiguous ``t`` starting ``offset`` bytes into a larger buffer of ``fill``."""
+    n = t.numel() * t.element_size()
+    buf = torch.full((offset + n + 8,), fill, dtype=torch.uint8)
+    buf[offset : offset + n] = t.reshape(-1).view(torch.uint8)
+    out = torch.empty(0, dtype=t.dtype).set_(
+        buf.untyped_storage(), offset // t.element_size(), tuple(t.shape), tuple(t.stride())
+    )
+    assert raw(out) == raw(t)
+    return out
+
+
+def words_of_bytes() -> dict[str, torch.Tensor]:
+    """A uint8 buffer and an int32 view of all of it: the buffer is the base, pad 0."""
+    b = (torch.arange(32, dtype=torch.uint8) * 37 + 11).to(torch.uint8)
+    return {"bytes": b, "words": b.view(torch.int32)}
+
+
+def padded() -> dict[str, torch.Tensor]:
+    """A uint8 slice starting at byte 1 and an int16 view from byte 2: the base needs pad 1."""
+    buf = torch.arange(10, dtype=torch.uint8) * 3
+    return {"b": buf[1:], "w": buf.view(torch.int16)[1:]}
+
+
+def straddling() -> dict[str, torch.Tensor]:
+    """Two overlapping int32 slices, neither covering the other: a synthetic base of bytes."""
+    x = torch.arange(10, dtype=torch.int32) * 1000 + 7
+    return {"a": x[0:6], "b": x[4:10]}
+
+
+def assert_restored(out: dict[str, torch.Tensor], sd: dict[str, torch.Tensor]) -> None:
+    assert sorted(out) == sorted(sd)
+    for name, t in sd.items():
+        assert out[name].dtype == t.dtype, name
+        assert tuple(out[name].shape) == tuple(t.shape), name
+        assert raw(out[name]) == raw(t), name
+
+
+# --- restore_aliases: where the base's views are cut from ----------------------------------------
+
+
+def test_a_base_at_its_recorded_offset_is_used_in_place() -> None:
+    sd = words_of_bytes()
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["bytes"]
+    assert record(metadata)["bases"] == {"bytes": {"pad": 0}}
+    for offset in (0, 16, 32):  # 16-byte aligned as recorded: nothing is copied
+        base = to_save["bytes"].clone() if offset == 0 else placed_at(to_save["bytes"], offset)
+        out = compat.restore_aliases({"bytes": base}, metadata)
+        assert_restored(out, sd)
+        assert out["bytes"] is base, offset
+        assert same_storage(out["words"], base), offset
+        assert out["words"].data_ptr() == base.data_ptr(), offset
+
+
+def test_a_misaligned_original_base_is_copied_once_and_its_views_share_the_copy() -> None:
+    sd = words_of_bytes()
+    to_save, metadata = compat.dedup_for_save(sd)
+    for offset in (1, 3, 4, 8, 17):
+        base = placed_at(to_save["bytes"], offset)
+        out = compat.restore_aliases({"bytes": base}, metadata)
+        assert_restored(out, sd)
+        assert out["bytes"] is not base, offset
+        assert not same_storage(out["bytes"], base), offset
+        assert out["bytes"].storage_offset() == 0
+        assert out["bytes"].is_contiguous()
+        assert same_storage(out["words"], out["bytes"]), offset
+        assert out["words"].data_ptr() == out["bytes"].data_ptr(), offset
+        out["bytes"][0] = 0  # the restored base and its view still alias one another
+        assert raw(out["words"])[0] == 0
+
+
+def test_a_misaligned_wider_base_keeps_its_dtype_shape_and_views() -> None:
+    w = torch.arange(24, dtype=torch.int32).reshape(4, 6) * 101 - 5
+    sd = {"w": w, "row": w[2], "half": w.view(torch.int16)[1]}
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["w"]
+    base = placed_at(to_save["w"], 4)  # int32-aligned, not 16-byte aligned
+    assert base.storage_offset() == 1
+    out = compat.restore_aliases({"w": base}, metadata)
+    assert_restored(out, sd)
+    assert out["w"] is not base
+    assert out["w"].stride() == (6, 1)
+    assert out["w"].storage_offset() == 0
+    for name in ("row", "half"):
+        assert same_storage(out[name], out["w"]), name
+    assert out["row"].data_ptr() == out["w"].data_ptr() + 2 * 6 * 4
+    assert out["half"].data_ptr() == out["w"].data_ptr() + 6 * 4
+
+
+def test_a_padded_base_is_used_in_place_only_at_its_pad() -> None:
+    sd = padded()
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["b"]
+    assert record(metadata)["bases"] == {"b": {"pad": 1}}
+    assert record(metadata)["views"]["w"]["offset"] == 1
+    at_pad = placed_at(to_save["b"], 1)
+    out = compat.restore_aliases({"b": at_pad}, metadata)
+    assert_restored(out, sd)
+    assert out["b"] is at_pad
+    assert out["w"].data_ptr() == at_pad.data_ptr() + 1
+    for offset in (0, 2, 16):  # below the pad, or not pad modulo 16: copied
+        base = placed_at(to_save["b"], offset)
+        out = compat.restore_aliases({"b": base}, metadata)
+        assert_restored(out, sd)
+        assert out["b"] is not base, offset
+        assert out["b"].storage_offset() == 1, offset
+        assert out["w"].data_ptr() == out["b"].data_ptr() + 1, offset
+
+
+def test_a_misaligned_synthetic_base_is_copied_and_never_returned() -> None:
+    sd = straddling()
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["__alias_base__/0"]
+    for offset in (0, 3, 16, 21):
+        base = placed_at(to_save["__alias_base__/0"], offset)
+        out = compat.restore_aliases({"__alias_base__/0": base}, metadata)
+        assert_restored(out, sd)  # no reserved name comes back
+        assert same_storage(out["a"], out["b"]), offset
+        assert out["a"][4:].data_ptr() == out["b"].data_ptr(), offset
+        assert same_storage(out["a"], base) == (offset % 16 == 0), offset
+
+
+def test_a_non_contiguous_synthetic_base_is_read_in_its_logical_order() -> None:
+    sd = straddling()
+    to_save, metadata = compat.dedup_for_save(sd)
+    flat = to_save["__alias_base__/0"]
+    spread = torch.full((2 * flat.numel(),), 0x5A, dtype=torch.uint8)
+    spread[::2] = flat
+    out = compat.restore_aliases({"__alias_base__/0": spread[::2]}, metadata)
+    assert_restored(out, sd)
+    assert out["a"][4:].data_ptr() == out["b"].data_ptr()
+
+
+def test_restored_tensors_stay_on_the_loaded_device_whatever_the_default_device() -> None:
+    for sd in (words_of_bytes(), straddling()):
+        to_save, metadata = compat.dedup_for_save(sd)
+        loaded = {name: placed_at(t, 3) for name, t in to_save.items()}
+        with torch.device("meta"):
+            out = compat.restore_aliases(loaded, metadata)
+        assert {t.device.type for t in out.values()} == {"cpu"}
+        assert_restored(out, sd)
+
+
+# --- save_file / load_file -----------------------------------------------------------------------
+
+
+def test_a_file_with_a_padded_base_loads_back_sharing(tmp_path: Path) -> None:
+    sd = padded()
+    path = tmp_path / "padded.safetensors"
+    compat.save_file(sd, path)
+    tensors, metadata = file_contents(path)
+    assert list(tensors) == ["b"]
+    assert raw(tensors["b"]) == raw(sd["b"])
+    assert metadata["w"] == "b"
+    out = compat.load_file(path)
+    assert_restored(out, sd)
+    assert out["b"].storage_offset() == 1  # copied once behind its pad, the view cut from it
+    assert out["w"].data_ptr() == out["b"].data_ptr() + 1
+    out["b"][1] = 0xFF
+    assert out["w"][0].item() == int.from_bytes(
+        bytes(out["b"][1:3].tolist()), "little", signed=True
+    )
+
+
+def test_load_file_with_device_none_loads_onto_the_cpu(tmp_path: Path) -> None:
+    sd = words_of_bytes()
+    path = tmp_path / "words.safetensors"
+    compat.save_file(sd, path)
+    out = compat.load_file(path, device=None)
+    assert {t.device for t in out.values()} == {torch.device("cpu")}
+    assert_restored(out, sd)
+    assert out["words"].data_ptr() == out["bytes"].data_ptr()
+
+
+def test_save_file_keeps_the_preferred_name(tmp_path: Path) -> None:
+    w = torch.arange(6.0).reshape(2, 3)
+    sd = {"decoder.weight": w, "embed.weight": w}
+    for preferred, kept, left in (
+        ((), "decoder.weight", "embed.weight"),
+        (("embed.weight",), "embed.weight", "decoder.weight"),
+        (["missing", "embed.weight", "decoder.weight"], "embed.weight", "decoder.weight"),
+    ):
+        path = tmp_path / f"{kept}-{len(preferred)}.safetensors"
+        compat.save_file(sd, path, preferred=preferred)
+        tensors, metadata = file_contents(path)
+        assert list(tensors) == [kept], preferred
+        assert torch.equal(tensors[kept], w)
+        assert metadata[left] == kept
+        assert record(metadata)["aliases"] == {left: kept}
+        out = compat.load_file(path)
+        assert out[left] is out[kept]
+        assert torch.equal(out[left], w)
+
+
+def test_save_file_writes_user_metadata_beside_the_record(tmp_path: Path) -> None:
+    sd = words_of_bytes()
+    path = tmp_path / "meta.safetensors"
+    compat.save_file(sd, path, metadata={"format": "pt", "note": "words"})
+    _, metadata = file_contents(path)
+    assert metadata["format"] == "pt"
+    assert metadata["note"] == "words"
+    assert metadata["words"] == "bytes"
+    assert METADATA_KEY in metadata
+
+
+@pytest.mark.parametrize(
+    ("metadata", "shown"),
+    [
+        ({1: "one"}, "1 (int): 'one' (str)"),
+        ({"step": 3}, "'step' (str): 3 (int)"),
+        ({b"k": b"v"}, "b'k' (bytes): b'v' (bytes)"),
+        ({"ok": "fine", "none": None}, "'none' (str): None (NoneType)"),
+    ],
+)
+def test_save_file_refuses_metadata_that_is_not_str_to_str(
+    tmp_path: Path, metadata: dict[Any, Any], shown: str
+) -> None:
+    path = tmp_path / "bad.safetensors"
+    with pytest.raises(ValueError) as info:
+        compat.save_file(words_of_bytes(), path, metadata=metadata)
+    assert str(info.value) == (
+        f"metadata entry {shown} is not str -> str; accepted: str keys and str values only"
+    )
+    assert not path.exists()
+
+
+# --- which name carries a view entry -------------------------------------------------------------
+
+
+def test_identical_views_share_one_entry_named_after_the_preferred_or_smallest() -> None:
+    x = torch.arange(16, dtype=torch.int32) * 3
+    sd = {"qkv": x, "k2": x[4:8], "k1": x[4:8], "v": x[8:12]}
+    for preferred, kept, left in (((), "k1", "k2"), (("k2",), "k2", "k1")):
+        to_save, metadata = compat.dedup_for_save(sd, preferred=preferred)
+        assert list(to_save) == ["qkv"]
+        rec = record(metadata)
+        assert sorted(rec["views"]) == sorted([kept, "v"]), preferred
+        assert rec["views"][kept] == {
+            "base": "qkv",
+            "dtype": "int32",
+            "offset": 16,
+            "shape": [4],
+            "stride": [1],
+        }
+        assert rec["aliases"] == {left: kept}, preferred
+        assert metadata[left] == metadata[kept] == "qkv"
+        out = compat.restore_aliases(to_save, metadata)
+        assert out[left] is out[kept]
+        assert torch.equal(out[kept], x[4:8])
+
+
+# --- the finders ---------------------------------------------------------------------------------
+
+
+class _WithExtra(TwoTensor):
+    """A TwoTensor whose ``__tensor_flatten__`` also names a third inner tensor of any shape."""
+
+    extra: torch.Tensor
+
+    def __tensor_flatten__(self) -> tuple[list[str], Any]:
+        return ["a", "b", "extra"], None
+
+
+def _with_extra(a: torch.Tensor, b: torch.Tensor, extra: torch.Tensor) -> _WithExtra:
+    t = _WithExtra(a, b)
+    t.extra = extra
+    return t
+
+
+def test_wrapper_subclasses_next_to_other_groups_keep_the_groups_apart() -> None:
+    x, y, z = (torch.arange(12.0) + i for i in range(3))
+    sd = {"t": TwoTensor(x[:4], y[:4]), "x_tail": x[2:], "p": z, "q": z[1:], "far": y[8:]}
+    assert compat.find_shared_tensors(sd) == [
+        frozenset({"far", "t", "x_tail"}),
+        frozenset({"p", "q"}),
+    ]
+    assert compat.find_overlapping_tensors(sd) == [
+        frozenset({"p", "q"}),
+        frozenset({"t", "x_tail"}),
+    ]
+    sd["u"] = sd["t"]
+    sd["z2"] = z.view(torch.int32)
+    assert compat.find_identical_tensors(sd) == [frozenset({"t", "u"})]
+    assert compat.find_overlapping_tensors(sd) == [
+        frozenset({"p", "q", "z2"}),
+        frozenset({"t", "u", "x_tail"}),
+    ]
+
+
+def test_subclasses_with_an_empty_inner_tensor_compare_it_by_dtype_and_shape() -> None:
+    x, y = torch.arange(12.0), torch.arange(12.0) * 2
+    a = _with_extra(x[:4], y[:4], torch.empty(0))
+    twin = _with_extra(x[:4], y[:4], torch.empty(0))
+    assert compat.find_identical_tensors({"a": a, "twin": twin}) == [frozenset({"a", "twin"})]
+    for odd in (torch.empty(0, 2), torch.empty(0, dtype=torch.int64), torch.zeros(1)):
+        other = _with_extra(x[:4], y[:4], odd)
+        assert compat.find_identical_tensors({"a": a, "other": other}) == [], odd
+    assert compat.find_overlapping_tensors({"a": a, "twin": twin}) == [frozenset({"a", "twin"})]
+
+
+@pytest.mark.parametrize(("dtype", "bits"), [(torch.quint4x2, 4), (torch.quint2x4, 2)])
+def test_packed_sub_byte_tensors_cover_only_their_packed_bytes(
+    dtype: torch.dtype, bits: int
+) -> None:
+    buf = torch.arange(24, dtype=torch.uint8)
+    for n in (7, 8, 9):
+        q = torch._empty_affine_quantized([0], scale=0.5, zero_point=1, dtype=dtype)
+        q.set_(buf.untyped_storage(), 0, (n,), (1,))
+        end = -(-n * bits // 8)  # bytes [0, end) hold its values
+        assert compat.find_overlapping_tensors({"q": q, "rest": buf[end:]}) == [], n
+        assert compat.find_overlapping_tensors({"q": q, "last": buf[end - 1 :]}) == [
+            frozenset({"last", "q"})
+        ], n
+        assert compat.find_shared_tensors({"q": q, "rest": buf[end:]}) == [
+            frozenset({"q", "rest"})
+        ], n
