@@ -582,9 +582,10 @@ def _place(
     flat = _raw_contiguous(base).reshape(-1)
     buf[pad:].copy_((flat.view(raw) if raw is not None else flat).view(torch.uint8))
     storage = buf.untyped_storage()
-    if name in out:
+    if name in out:  # the copy is contiguous, whatever the layout of the base handed in
+        contiguous = torch.empty(tuple(base.shape), device="meta").stride()
         out[name] = torch.empty(0, dtype=base.dtype, device=base.device).set_(
-            storage, pad // e, tuple(base.shape), tuple(base.stride())
+            storage, pad // e, tuple(base.shape), contiguous
         )
     return storage, pad
 

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -368,3 +369,27 @@ def test_packed_sub_byte_tensors_cover_only_their_packed_bytes(
         assert compat.find_shared_tensors({"q": q, "rest": buf[end:]}) == [
             frozenset({"q", "rest"})
         ], n
+
+
+@pytest.mark.parametrize(
+    "relayout",
+    [
+        lambda t: t.t().contiguous().t(),  # same values, column-major
+        lambda t: torch.stack([t, t]).select(0, 1),  # a view at an offset
+        lambda t: t.repeat_interleave(2, dim=1)[:, ::2],  # a strided view
+    ],
+    ids=["column-major", "offset", "strided"],
+)
+def test_restore_aliases_reads_a_base_handed_in_any_layout(
+    relayout: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
+    """The base a caller hands back may hold its values in another layout than the one saved
+    (transposed, strided, at an offset): the restored base and its views read those values."""
+    w = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    to_save, metadata = compat.dedup_for_save({"w": w, "row": w[1], "col": w[:, 2]})
+    assert list(to_save) == ["w"]
+    handed = relayout(to_save["w"])
+    assert torch.equal(handed, w)
+    out = compat.restore_aliases({"w": handed}, metadata)
+    assert torch.equal(out["w"], w)
+    assert torch.equal(out["row"], w[1]) and torch.equal(out["col"], w[:, 2])
