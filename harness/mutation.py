@@ -591,6 +591,7 @@ def score(argv: Sequence[str]) -> int:
                 info["mode"],
                 mine,
                 info["seconds"],
+                info.get("base"),  # a resurvey keeps naming the full run it builds on
             )
         )
     report, problems = build_report(plan, runs, commit=old["commit"], jobs=old["machine"]["jobs"])
