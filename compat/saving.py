@@ -579,13 +579,13 @@ def _place(
     buf = torch.empty(pad + nbytes, dtype=torch.uint8, device=base.device)
     buf[:pad].zero_()
     raw = _RAW.get(e)
-    flat = _raw_contiguous(base).reshape(-1)
+    dense = _raw_contiguous(base)
+    flat = dense.reshape(-1)
     buf[pad:].copy_((flat.view(raw) if raw is not None else flat).view(torch.uint8))
     storage = buf.untyped_storage()
-    if name in out:  # the copy is contiguous, whatever the layout of the base handed in
-        contiguous = torch.empty(tuple(base.shape), device="meta").stride()
+    if name in out:  # the copy has the dense layout, whatever the layout of the base handed in
         out[name] = torch.empty(0, dtype=base.dtype, device=base.device).set_(
-            storage, pad // e, tuple(base.shape), contiguous
+            storage, pad // e, tuple(base.shape), dense.stride()
         )
     return storage, pad
 
