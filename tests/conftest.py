@@ -118,6 +118,16 @@ def _cold_compat_caches() -> None:
                     value.clear()
 
 
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two pretend CUDA devices, current index 1: exercises the logic without a GPU."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+
+
 @pytest.fixture(scope="session")
 def drift() -> Drift:
     return Drift()

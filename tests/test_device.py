@@ -529,14 +529,6 @@ def test_ensure_available_rejects_what_normalize_rejects() -> None:
         ensure_available(True)
 
 
-@pytest.fixture
-def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two pretend CUDA devices, current index 1: exercises the logic without a GPU."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-
-
 @pytest.mark.usefixtures("fake_cuda")
 def test_ensure_available_logic_with_fake_devices() -> None:
     assert ensure_available("cuda") == torch.device("cuda", 1)

@@ -34,14 +34,6 @@ def no_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_features, "privateuse1_backend_name", lambda: None)
 
 
-@pytest.fixture
-def two_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two pretend CUDA devices, the current one index 1."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-
-
 @pytest.mark.usefixtures("no_accelerator")
 @pytest.mark.parametrize("value", [0, "0"], ids=repr)
 def test_int_without_accelerator_says_so_exactly(value: Any) -> None:
@@ -97,7 +89,7 @@ def test_mps_without_mps_build_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-@pytest.mark.usefixtures("two_cuda")
+@pytest.mark.usefixtures("fake_cuda")
 def test_the_mps_count_rule_is_for_mps_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch 2.3 has no torch.mps.device_count(); that must not cap CUDA at one device."""
     monkeypatch.setattr(_features, "MPS_HAS_DEVICE_COUNT", False)
@@ -151,7 +143,7 @@ def test_probe_fails_on_wrong_arithmetic(monkeypatch: pytest.MonkeyPatch) -> Non
     assert device_module._usable("cpu") is False
 
 
-@pytest.mark.usefixtures("two_cuda")
+@pytest.mark.usefixtures("fake_cuda")
 def test_probe_allocates_on_index_0_of_the_type(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[torch.device] = []
     real_ones = torch.ones
@@ -214,7 +206,7 @@ def test_ensure_available_of_none_says_what_is_accepted() -> None:
     )
 
 
-@pytest.mark.usefixtures("two_cuda")
+@pytest.mark.usefixtures("fake_cuda")
 def test_out_of_range_index_names_device_input_and_range() -> None:
     with pytest.raises(DeviceUnavailableError) as info:
         ensure_available(torch.device("cuda", 2))
