@@ -158,7 +158,8 @@ class _Group:
     tensor: torch.Tensor
     kind: _params.Kind
     names: list[str] = field(default_factory=list)
-    owners: list[tuple[nn.Module, str]] = field(default_factory=list)
+    # (module, name, registry): one object may be a parameter of one module and a buffer of another
+    owners: list[tuple[nn.Module, str, dict[str, Any]]] = field(default_factory=list)
 
 
 def _groups(module: nn.Module) -> list[_Group]:
@@ -170,14 +171,9 @@ def _groups(module: nn.Module) -> list[_Group]:
                     continue
                 group = by_id.setdefault(id(tensor), _Group(tensor, kind))  # type: ignore[arg-type]
                 group.names.append(f"{prefix}.{leaf}" if prefix else leaf)
-                if not any(m is mod and k == leaf for m, k in group.owners):
-                    group.owners.append((mod, leaf))
+                if not any(m is mod and k == leaf for m, k, _ in group.owners):
+                    group.owners.append((mod, leaf, registry))
     return list(by_id.values())
-
-
-def _registry(module: nn.Module, kind: _params.Kind) -> dict[str, Any]:
-    registry: dict[str, Any] = module._parameters if kind == "parameter" else module._buffers
-    return registry
 
 
 def _listing(names: list[str], limit: int = 8) -> str:
@@ -222,11 +218,11 @@ def _run_initialiser(owner: nn.Module, assigned: list[_Group]) -> None:
             registry[key] = tensor
     # An initialiser that registered new objects instead of writing in place: keep ties.
     for g in assigned:
-        for mod, leaf in g.owners:
-            current = _registry(mod, g.kind).get(leaf)
+        for _mod, leaf, registry in g.owners:
+            current = registry.get(leaf)
             if current is not None and current is not g.tensor:
-                for other, other_leaf in g.owners:
-                    _registry(other, g.kind)[other_leaf] = current
+                for _other, other_leaf, other_registry in g.owners:
+                    other_registry[other_leaf] = current
                 g.tensor = current
                 break
 
@@ -329,7 +325,7 @@ def materialize(
                     "real value in state_dict"
                 )
             owner = next(
-                (m for m, _ in g.owners if callable(getattr(m, "reset_parameters", None))), None
+                (m for m, _, _ in g.owners if callable(getattr(m, "reset_parameters", None))), None
             )
             if owner is None:
                 uninitialisable.extend(g.names)
@@ -361,7 +357,7 @@ def materialize(
             built.append((g, move))
 
     for g, move in built:
-        registries = [(_registry(m, g.kind), leaf) for m, leaf in g.owners]
+        registries = [(registry, leaf) for _m, leaf, registry in g.owners]
         g.tensor = move.install(module, registries)
 
     # Initialise, one call per initialising module, in module order.

@@ -312,12 +312,13 @@ def swap_in_place(old: torch.Tensor, new: torch.Tensor) -> bool:
     return True
 
 
-def _owners(root: nn.Module, tensor: torch.Tensor, kind: Kind) -> list[tuple[dict[str, Any], str]]:
-    """Every ``(registry, key)`` inside ``root`` that holds ``tensor`` itself."""
+def _owners(root: nn.Module, tensor: torch.Tensor) -> list[tuple[dict[str, Any], str]]:
+    """Every ``(registry, key)`` inside ``root`` that holds ``tensor`` itself, parameter and buffer
+    registries alike (one object may be a parameter of one module and a buffer of another)."""
     found: list[tuple[dict[str, Any], str]] = []
     for mod in root.modules():
-        registry = mod._parameters if kind == "parameter" else mod._buffers
-        found.extend((registry, key) for key, t in registry.items() if t is tensor)
+        for registry in (mod._parameters, mod._buffers):
+            found.extend((registry, key) for key, t in registry.items() if t is tensor)
     return found
 
 
@@ -333,8 +334,6 @@ class Move:
     cannot fail half-way.
     """
 
-    name: str
-    kind: Kind
     old: torch.Tensor
     new: torch.Tensor
     foreign: dict[str, Any]
@@ -361,7 +360,7 @@ class Move:
         """
         held = self.apply()
         if held is not self.old:
-            for registry, key in _owners(root, self.old, self.kind) if owners is None else owners:
+            for registry, key in _owners(root, self.old) if owners is None else owners:
                 registry[key] = held
         return held
 
@@ -374,14 +373,13 @@ def plan_move(
     device: torch.device | None,
     dtype: torch.dtype | None = None,
     non_blocking: bool = False,
-    *,
-    requires_grad: bool | None = None,
 ) -> Move | None:
     """Build the tensor that replaces ``old`` (with the rules of :func:`set_module_tensor`);
     None if ``old`` can stay exactly as it is.
 
     ``src`` is ``old`` itself for a move, or the tensor to install. Touches no module; raises
-    :class:`TensorMoveError` (or ValueError for ``requires_grad`` on a non-floating result).
+    :class:`TensorMoveError` (or ValueError when a parameter that requires grad would become
+    non-floating).
     """
     moved = _convert(name, kind, src, device, dtype, non_blocking)
     if kind == "buffer":
@@ -389,13 +387,13 @@ def plan_move(
             return None
         new = moved
     else:
-        rg = old.requires_grad if requires_grad is None else requires_grad
+        rg = old.requires_grad
         if moved is old and isinstance(old, nn.Parameter) and old.requires_grad == rg:
             return None
         new = _as_parameter(name, old, moved, rg)
     foreign = _foreign_attributes(old, new) if new is not old else {}
     swappable = kind == "parameter" and new is not src and new is not old
-    return Move(name, kind, old, new, foreign, swappable)
+    return Move(old, new, foreign, swappable)
 
 
 # --- public API ----------------------------------------------------------------------------------

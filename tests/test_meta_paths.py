@@ -398,3 +398,50 @@ def test_a_parameter_subclass_that_cannot_be_rebuilt_is_named() -> None:
         "its own class from .to(); the module was left unchanged"
     )
     assert m.p is old and m.p.device.type == "meta"
+
+
+class Anchored(nn.Parameter):
+    """A real parameter whose ``.to()`` refuses every move, as a tensor pinned to its device does."""
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Anchored stays put")
+
+
+def test_a_real_tensor_that_refuses_its_move_is_named_and_nothing_is_touched() -> None:
+    with compat.init_on_device("meta"):
+        lin = nn.Linear(3, 2)
+    lin.weight = Anchored(torch.ones(2, 3))
+    old_weight, old_bias = lin.weight, lin.bias
+    with pytest.raises(compat.TensorMoveError) as info:
+        compat.materialize(lin, "cpu", {"bias": torch.zeros(2)})
+    assert str(info.value) == (
+        f"cannot move parameter 'weight' of class {__name__}.Anchored (torch.float32 on cpu) to "
+        "device 'cpu': RuntimeError: Anchored stays put; the module was left unchanged"
+    )
+    assert lin.weight is old_weight and lin.bias is old_bias
+    assert lin.bias.device.type == "meta"
+
+
+class Holder(nn.Module):
+    """Registers a tensor it is given as a buffer (a parameter of another module, shared)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("shared", tensor)
+
+
+@pytest.mark.parametrize("swap", ["possible", "refused"])
+def test_a_parameter_that_is_also_another_modules_buffer_stays_one_object(swap: str) -> None:
+    with compat.init_on_device("meta"):
+        lin = nn.Linear(3, 2)
+    m = nn.Sequential(lin, Holder(lin.weight))
+    old = lin.weight
+    ref = weakref.ref(old) if swap == "refused" else None  # a weak reference blocks the swap
+    weight = torch.randn(2, 3)
+    compat.materialize(m, "cpu", {"0.weight": weight})
+    assert m[1].shared is m[0].weight  # the tie is kept, and kept a buffer
+    assert list(m[1]._parameters) == [] and list(m[1]._buffers) == ["shared"]
+    assert torch.equal(m[0].weight, weight)
+    assert (m[0].weight is old) == (swap == "possible")
+    assert ref is None or ref() is old
+    assert compat.module_devices(m) == {torch.device("cpu")}

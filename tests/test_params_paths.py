@@ -21,6 +21,7 @@ What this file pins (tests/test_params.py covers the common subjects and moves):
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, ClassVar
 
 import pytest
@@ -527,3 +528,20 @@ def test_late_refusal_restores_slots_of_both(swap_refused_late: list[int]) -> No
     assert type(out) is Slotted and out.device.type == "meta"
     assert vars(out) == {"tag": "mine"} and vars(out) is not old_dict
     assert not hasattr(out, "note")
+
+
+@pytest.mark.parametrize("swap", ["possible", "refused"])
+def test_a_parameter_that_is_also_another_modules_buffer_is_replaced_in_both(swap: str) -> None:
+    lin = nn.Linear(3, 2)
+    holder = nn.Module()
+    holder.register_buffer("shared", lin.weight)
+    m = nn.Sequential(lin, holder)
+    old = lin.weight
+    ref = weakref.ref(old) if swap == "refused" else None  # a weak reference blocks the swap
+    value = torch.randn(2, 3)
+    held = compat.set_module_tensor(m, "0.weight", value=value)
+    assert m[0].weight is held and m[1].shared is held
+    assert list(m[1]._parameters) == [] and list(m[1]._buffers) == ["shared"]
+    assert torch.equal(held, value)
+    assert (held is old) == (swap == "possible")
+    assert ref is None or ref() is old
