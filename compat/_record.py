@@ -196,9 +196,8 @@ def dumps(
 
 
 class _Parser:
-    def __init__(self, tensors: Mapping[str, torch.Tensor], version: int) -> None:
+    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
         self.tensors = tensors
-        self.version = version
         self.qparams: set[str] = set()
         self.used_qparams: set[str] = set()
 
@@ -351,7 +350,7 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     version = record.get("version")
     if type(version) is not int or version not in _READABLE:
         raise bad(METADATA_KEY, f"format version {show(version)} is not one of {_READABLE}")
-    p = _Parser(tensors, version)
+    p = _Parser(tensors)
     sections = {"aliases", "views", "bases", "empty", *(("qparams",) if version >= 2 else ())}
     p.obj(METADATA_KEY, record, {"version"}, frozenset(sections))
     for name, t in tensors.items():

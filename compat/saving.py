@@ -21,7 +21,7 @@ from compat._messages import show
 from compat._overlap import Geom, overlap_components
 from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX
 from compat._storage import Leaves, collect, storage_groups
-from compat._value_bits import QUANT_STORAGE, Bits, bits_of, build_empty, build_view, value_key
+from compat._value_bits import Bits, bits_of, build_empty, build_view, value_key
 from compat.device import DeviceLike, ensure_available, for_safetensors
 from compat.sharing import geometries
 
@@ -56,11 +56,10 @@ _SAVABLE: Final = frozenset(
         *_features.FLOAT8_DTYPES,
     )
 )
+
+
 # A same-width integer dtype per itemsize: bool copies go through it, so a copy keeps raw bytes
 # (a bool byte other than 0/1 must survive).
-_RAW: Final = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
 def _byte_view(
     storage: torch.UntypedStorage, device: torch.device, start: int, n: int
 ) -> torch.Tensor:
@@ -542,7 +541,7 @@ def restore_aliases(
     for name, view in record.views.items():
         storage, start = placed[view.base]
         device = tensors[view.base].device
-        e = QUANT_STORAGE.get(view.dtype, view.dtype).itemsize
+        e = view.dtype.itemsize  # a quantized dtype's is its storage dtype's
         try:
             out[name] = build_view(
                 storage,
@@ -578,10 +577,8 @@ def _place(
     nbytes = base.numel() * e
     buf = torch.empty(pad + nbytes, dtype=torch.uint8, device=base.device)
     buf[:pad].zero_()
-    raw = _RAW.get(e)
     dense = _raw_contiguous(base)
-    flat = dense.reshape(-1)
-    buf[pad:].copy_((flat.view(raw) if raw is not None else flat).view(torch.uint8))
+    buf[pad:].copy_(dense.reshape(-1).view(torch.uint8))  # raw bytes, every dtype alike
     storage = buf.untyped_storage()
     if name in out:  # the copy has the dense layout, whatever the layout of the base handed in
         out[name] = torch.empty(0, dtype=base.dtype, device=base.device).set_(

@@ -239,12 +239,12 @@ def find_identical_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
     for leaf, index in enumerate(owner):
         if index in candidates:
             t = tensors_[leaf]
-            key: Any = ("leaf", uf.find(leaf)) if t.numel() else ("empty", t.dtype, tuple(t.shape))
+            # An int (the leaf's identity class) or a tuple (an empty leaf): never equal. Every
+            # candidate has a paired leaf, and geometries() pairs non-empty leaves only.
+            key: Any = uf.find(leaf) if t.numel() else (t.dtype, tuple(t.shape))
             leaf_keys.setdefault(index, []).append((paths[leaf], key))
     by_signature: dict[tuple[Any, ...], list[int]] = {}
     for index, keys in leaf_keys.items():
-        if all(k[1][0] == "empty" for k in keys):
-            continue
         signature = (leaves.outer[index], tuple(keys))
         by_signature.setdefault(signature, []).append(index)
     name_uf = UnionFind(len(leaves.names))
