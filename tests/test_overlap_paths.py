@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from unittest import mock
@@ -113,6 +115,24 @@ def test_exact_overlap_matches_the_byte_sets(
     ga, gb = _geoms([ta, tb])
     assert _overlap.exact_overlap(ga, gb) is expected
     assert _overlap.exact_overlap(gb, ga) is expected
+
+
+def test_the_exact_solver_runs_on_a_numpy_without_numpy_exceptions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NumPy < 1.25 has TooHardError at its top level and no ``numpy.exceptions`` (the matrix
+    installs NumPy >= 1.26, so that namespace is recreated here)."""
+    np = pytest.importorskip("numpy")
+    old_numpy = types.ModuleType("numpy")  # what _shares uses, laid out as NumPy 1.24 had it
+    old_numpy.asarray = np.asarray  # type: ignore[attr-defined]
+    old_numpy.shares_memory = np.shares_memory  # type: ignore[attr-defined]
+    old_numpy.TooHardError = np.exceptions.TooHardError  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "numpy", old_numpy)
+    storage = torch.zeros(64, dtype=U8)
+    evens, odds = storage[0::2], storage[1::2]  # interleaved: only the solver can say no
+    ga, gb = _geoms([evens, odds])
+    assert _overlap.exact_overlap(ga, gb) is False
+    assert _overlap.exact_overlap(ga, _geoms([storage[2::4]])[0]) is True
 
 
 def test_every_order_of_a_pair_gives_one_answer() -> None:

@@ -467,6 +467,36 @@ def test_nothing_is_copied_when_the_old_class_state_cannot_be_learnt() -> None:
     assert "tag" not in vars(out) and "payload" not in vars(out)
 
 
+class Keeper(nn.Parameter):
+    """A parameter subclass whose ops keep its Python attributes: its ``__torch_function__``
+    (re-enabled; nn.Parameter disables it) returns its class with the first argument's
+    ``__dict__`` copied, so even ``detach()`` carries a user's tags."""
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = torch.Tensor.__torch_function__.__func__(cls, func, types, args, kwargs or {})  # type: ignore[attr-defined]
+        if isinstance(result, cls) and args and isinstance(args[0], torch.Tensor):
+            vars(result).update(vars(args[0]))
+        return result
+
+
+class Other(nn.Parameter):
+    """Another parameter subclass, for a value of a different class."""
+
+
+def test_user_attributes_of_a_parameter_subclass_follow_a_value_of_another_class() -> None:
+    """A parameter subclass keeps no state of its class in ``__dict__`` that could be learnt from
+    a detached copy, so every attribute is the user's, even when its ops carry them along."""
+    old = Keeper(torch.randn(3))
+    old.tag = "mine"  # type: ignore[attr-defined]
+    assert vars(old.detach()) == {"tag": "mine"}  # ops keep the tags
+    m = holding(old)
+    value = Other(torch.randn(3))
+    out = compat.set_module_tensor(m, "w", value=value)
+    assert m.w is out and out is value and type(out) is Other
+    assert vars(out) == {"tag": "mine"}
+
+
 # --- buffers are replaced ------------------------------------------------------------------------
 
 

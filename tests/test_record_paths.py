@@ -399,3 +399,29 @@ def test_a_non_module_gets_the_shared_type_error(call: Any) -> None:
     with pytest.raises(TypeError) as info:
         call(5)
     assert str(info.value) == "module must be a torch.nn.Module; got 5 (int)"
+
+
+def test_a_duplicated_name_in_the_record_is_refused(tmp_path: Path) -> None:
+    tensors, _ = plain_file()
+    view = '{"base": "buf", "offset": 4, "dtype": "float32", "shape": [2], "stride": [1]}'
+    text = (
+        f'{{"version": 2, "bases": {{"buf": {{"pad": 0}}}}, "views": {{"v": {view}, "v": {view}}}}}'
+    )
+    assert refusal(tmp_path, tensors, text) == message(
+        "v", "the name is written twice in one JSON object"
+    )
+
+
+@pytest.mark.parametrize("name", ["q", "q_empty"])
+def test_a_quantized_entry_torch_cannot_build_on_the_loaded_device_is_named(name: str) -> None:
+    """Quantized tensors have no meta kernels: restoring them from tensors loaded on meta fails
+    in torch, and the error names the entry, with torch's reason."""
+    q = torch.quantize_per_tensor(torch.linspace(-1, 1, 12).reshape(4, 3), 0.1, 2, torch.qint8)
+    sd = {"q": q} if name == "q" else {"x": torch.ones(2), "q_empty": q[:0]}
+    to_save, metadata = compat.dedup_for_save(sd)
+    on_meta = {key: t.to("meta") for key, t in to_save.items()}
+    with pytest.raises(ValueError) as info:
+        compat.restore_aliases(on_meta, metadata)
+    cause = info.value.__cause__
+    assert isinstance(cause, RuntimeError)
+    assert str(info.value) == message(name, f"torch cannot build it ({cause})")

@@ -196,6 +196,54 @@ def test_restored_tensors_stay_on_the_loaded_device_whatever_the_default_device(
         assert_restored(out, sd)
 
 
+def quantized_and_empty() -> dict[str, torch.Tensor]:
+    """Per-tensor and per-channel quantized tensors with views and empty views, an empty plain
+    view and a lazy conjugate: the kinds restore_aliases rebuilds with torch's constructors."""
+    q = torch.quantize_per_tensor(torch.linspace(-1, 1, 12).reshape(4, 3), 0.1, 2, torch.qint8)
+    scales = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.double)
+    qc = torch.quantize_per_channel(
+        torch.linspace(-2, 2, 12).reshape(4, 3), scales, torch.tensor([0, 1, 2, 3]), 0, torch.quint8
+    )
+    base = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    z = torch.tensor([1 + 2j, 3 - 4j, -5 + 6j], dtype=torch.complex64)
+    return {
+        "base": base,
+        "row": base[1],
+        "empty": base[:0],
+        "q": q,
+        "q_rows": q[1:3],
+        "q_empty": q[:0],
+        "qc": qc,
+        "qc_tail": qc[1:],
+        "qc_empty": qc[:, :0],
+        "conj": z.conj(),
+    }
+
+
+def test_quantized_and_empty_tensors_stay_on_the_loaded_device_whatever_the_default_device() -> (
+    None
+):
+    sd = quantized_and_empty()
+    to_save, metadata = compat.dedup_for_save(sd)
+    with torch.device("meta"):
+        out = compat.restore_aliases(to_save, metadata)
+    assert sorted(out) == sorted(sd)
+    for name, t in sd.items():
+        got = out[name]
+        assert got.device == torch.device("cpu"), name
+        assert (got.dtype, got.shape, got.is_conj()) == (t.dtype, t.shape, t.is_conj()), name
+        if t.is_quantized:
+            assert got.qscheme() == t.qscheme(), name
+            assert torch.equal(got.int_repr(), t.int_repr()), name
+            if t.qscheme() is torch.per_channel_affine:
+                assert torch.equal(got.q_per_channel_scales(), t.q_per_channel_scales()), name
+                assert got.q_per_channel_scales().device == torch.device("cpu"), name
+            else:
+                assert (got.q_scale(), got.q_zero_point()) == (t.q_scale(), t.q_zero_point())
+        else:
+            assert torch.equal(got.resolve_conj(), t.resolve_conj()), name
+
+
 # --- save_file / load_file -----------------------------------------------------------------------
 
 
@@ -342,6 +390,15 @@ def test_wrapper_subclasses_next_to_other_groups_keep_the_groups_apart() -> None
     ]
 
 
+def test_plain_aliases_on_either_side_of_a_subclass_are_identical() -> None:
+    """A plain tensor keyed before the first subclass and its alias keyed after it are compared
+    the same way (the record of plain leaves does not change when a subclass arrives)."""
+    x, y = torch.arange(6.0), torch.arange(6.0) + 10
+    sd = {"a": x, "t": TwoTensor(y, y + 1), "b": x, "c": x[:]}
+    assert compat.find_identical_tensors(sd) == [frozenset({"a", "b", "c"})]
+    assert compat.find_identical_tensors({"b": x, "t": sd["t"], "a": x}) == [frozenset({"a", "b"})]
+
+
 def test_subclasses_with_an_empty_inner_tensor_compare_it_by_dtype_and_shape() -> None:
     x, y = torch.arange(12.0), torch.arange(12.0) * 2
     a = _with_extra(x[:4], y[:4], torch.empty(0))
@@ -393,3 +450,42 @@ def test_restore_aliases_reads_a_base_handed_in_any_layout(
     out = compat.restore_aliases({"w": handed}, metadata)
     assert torch.equal(out["w"], w)
     assert torch.equal(out["row"], w[1]) and torch.equal(out["col"], w[:, 2])
+
+
+def test_per_channel_qparams_are_saved_once_per_value_compared_bit_for_bit() -> None:
+    """Equal scales are stored once; zero points that differ only in the sign of a zero are not
+    merged (a float compare would make -0.0 come back as 0.0)."""
+    w = torch.linspace(-1, 1, 12).reshape(4, 3)
+    scales = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    a = torch.quantize_per_channel(w, scales, torch.tensor([0.0, 1.0, 2.0, 3.0]), 0, torch.quint8)
+    b = torch.quantize_per_channel(w, scales, torch.tensor([-0.0, 1.0, 2.0, 3.0]), 0, torch.quint8)
+    assert a.qscheme() is torch.per_channel_affine_float_qparams
+    to_save, metadata = compat.dedup_for_save({"a": a, "b": b})
+    qparams = sorted(k for k in to_save if k.startswith("__qparams__/"))
+    assert len(qparams) == 3  # one scales tensor for both, a zero-points tensor each
+    assert record(metadata)["qparams"] == qparams
+    out = compat.restore_aliases(to_save, metadata)
+    for name, t in (("a", a), ("b", b)):
+        got = out[name]
+        assert torch.equal(got.int_repr(), t.int_repr()), name
+        assert torch.equal(got.q_per_channel_scales(), t.q_per_channel_scales()), name
+        zp, want = got.q_per_channel_zero_points(), t.q_per_channel_zero_points()
+        assert torch.equal(zp.view(torch.int32), want.view(torch.int32)), name  # bit for bit
+
+
+def test_a_copied_contiguous_base_keeps_the_strides_it_was_handed_in() -> None:
+    """A misaligned base is copied; when it was contiguous the copy keeps its strides, even the
+    stride of a size-1 dim (which addresses nothing), as the base used in place would."""
+    b = (torch.arange(32, dtype=torch.uint8) * 37 + 11).to(torch.uint8)
+    sd = {"rows": b.reshape(1, 32), "words": b.view(torch.int32)}
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["rows"]
+    buf = torch.full((3 + 32 + 8,), 0xA5, dtype=torch.uint8)
+    buf[3:35] = b
+    handed = torch.empty(0, dtype=torch.uint8).set_(buf.untyped_storage(), 3, (1, 32), (7, 1))
+    assert handed.is_contiguous() and handed.stride() == (7, 1)
+    out = compat.restore_aliases({"rows": handed}, metadata)
+    assert out["rows"].stride() == (7, 1)
+    assert not same_storage(out["rows"], handed)  # copied: byte 3 is not 16-byte aligned
+    assert same_storage(out["rows"], out["words"])
+    assert_restored(out, sd)

@@ -51,8 +51,12 @@ def gate_result(ok: bool) -> dict[str, Any]:
     }
     current = {
         "cells": {
-            "torch2.6-ao0.8-cpu": snapshot_cell("passed" if ok else "failed", {TEST: "passed" if ok else "failed"}),
-            "torch2.5-ao0.7-cpu": snapshot_cell("passed" if ok else "no-record", passed if ok else {}),
+            "torch2.6-ao0.8-cpu": snapshot_cell(
+                "passed" if ok else "failed", {TEST: "passed" if ok else "failed"}
+            ),
+            "torch2.5-ao0.7-cpu": snapshot_cell(
+                "passed" if ok else "no-record", passed if ok else {}
+            ),
         }
     }
     return gate.compare(baseline, current)
@@ -133,7 +137,9 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    with serving(FakeGitHub([{"number": 7, "state": "open", "title": "a PR", "pull_request": {}}])) as server:
+    with serving(
+        FakeGitHub([{"number": 7, "state": "open", "title": "a PR", "pull_request": {}}])
+    ) as server:
         yield server
 
 

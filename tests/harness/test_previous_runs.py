@@ -134,7 +134,9 @@ def test_earlier_reports_are_fetched_and_unusable_ones_skipped(
     lines = done.stdout.splitlines()
     assert lines[0].startswith("run-40: success run of day 40 →")
     assert "run-30: no unexpired 'matrix-report' artifact; skipped" in lines
-    assert any(line.startswith("run-20: artifact unusable (the artifact holds no") for line in lines)
+    assert any(
+        line.startswith("run-20: artifact unusable (the artifact holds no") for line in lines
+    )
     assert any(line.startswith("run-10: artifact unusable") for line in lines)
     assert not any("run-50" in line for line in lines)  # this run itself
     # the token goes to the API only, never to the signed storage address
