@@ -131,6 +131,21 @@ def test_a_non_contiguous_sub_byte_inner_view_names_its_path() -> None:
     assert str(info.value).startswith("key 'w/a/a' is a non-contiguous torch.quint4x2 view")
 
 
+@pytest.mark.parametrize("before", [True, False], ids=["keyed-before", "keyed-after"])
+def test_a_plain_leaf_beside_a_subclass_is_named_by_its_key_alone(before: bool) -> None:
+    """Once a subclass is flattened, a plain tensor's leaf has an empty path, whether it was keyed
+    before the subclass arrived or after: the error names ``'odd'``, not ``'odd/...'``."""
+    x = torch.linspace(-3, 3, 24).reshape(4, 6)
+    q4 = torch.quantize_per_tensor(x, 0.07, 3, torch.quint4x2)
+    odd = torch._empty_affine_quantized([0], scale=0.1, zero_point=3, dtype=torch.quint4x2)
+    odd.set_(q4.untyped_storage(), 0, (2, 3), (1, 2))
+    wrapped = TwoTensor(torch.arange(4.0), torch.ones(4))
+    sd = {"odd": odd, "w": wrapped, "q4": q4} if before else {"w": wrapped, "q4": q4, "odd": odd}
+    with pytest.raises(TypeError) as info:
+        compat.find_overlapping_tensors(sd)
+    assert str(info.value).startswith("key 'odd' is a non-contiguous torch.quint4x2 view")
+
+
 def test_members_after_an_opaque_one_are_still_leaves() -> None:
     x, y = torch.arange(12.0), torch.arange(12.0)
     sd = {"t": _mesh_first(x[:4], y[:4], _MeshA()), "x_tail": x[2:], "y_far": y[8:]}
