@@ -2,9 +2,11 @@
 
 ``compat.find_overlapping_tensors`` decides a strided (non-dense) view against each chained run
 of dense views by a range test: the run just before the view, one the view only straddles, and
-one whose bytes fall between the view's. Written against the mutants of the full mutation run at
-``a8a9c52`` that no test killed (a run before the view taken as touching it, and a range test of
-the wrong width or step).
+one whose bytes fall between the view's; dense views keyed out of start order; and strided views
+of two shapes (two families) that meet across families. Written against the mutants of the full
+mutation run at ``a8a9c52`` that no test killed (a run before the view taken as touching it, a
+range test of the wrong width or step, runs built in key order, a run's start taken from its
+second view, cross-family pairs skipped).
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ CASES = {
     "two-runs": {"early": X[0:2], "late": X[9:11], "strided": X[4:60:4]},
     # as above, but the second run holds one of the view's bytes
     "two-runs-one-hit": {"early": X[0:2], "late": X[11:13], "strided": X[4:60:4]},
+    # dense views keyed out of start order; the strided view only sends them down this path
+    "dense-out-of-order": {"c": X[20:30], "a": X[0:6], "b": X[5:10], "s": X[40:60:2]},
+    # a strided view that meets only the first view of a chained run (bytes 0, 2, 4)
+    "run-met-at-its-start": {"a": X[0:6], "b": X[5:10], "s": X[0:5:2]},
+    # two families (stride 2 and stride 3); the stride-2 family is decided on its own, the
+    # stride-3 view meets both of its members
+    "across-families": {"a0": X[0:20:2], "a1": X[1:21:2], "b": X[10:40:3]},
+    # as above, with the stride-3 view starting between the two stride-2 ones
+    "across-families-interleaved": {"a0": X[0:20:2], "b": X[1:31:3], "a1": X[3:23:2]},
+}
+TOUCHING = {
+    "run-on-one-of-its-bytes",
+    "two-runs-one-hit",
+    "dense-out-of-order",
+    "run-met-at-its-start",
+    "across-families",
+    "across-families-interleaved",
 }
 
 
@@ -37,4 +56,4 @@ def test_a_strided_view_against_dense_runs_matches_the_byte_sets(name: str) -> N
     expected = oracle.overlapping_groups(sd, oracle.address_origins(sd))
     expected = {g for g in expected if len(g) > 1}
     assert set(compat.find_overlapping_tensors(sd)) == expected
-    assert bool(expected) == (name in ("run-on-one-of-its-bytes", "two-runs-one-hit"))
+    assert bool(expected) == (name in TOUCHING)
