@@ -58,6 +58,8 @@ _SAVABLE: Final = frozenset(
 )
 
 
+# A same-width integer dtype per itemsize: bool copies go through it, so a copy keeps raw bytes
+# (a bool byte other than 0/1 must survive).
 def _byte_view(
     storage: torch.UntypedStorage, device: torch.device, start: int, n: int
 ) -> torch.Tensor:
