@@ -1,0 +1,186 @@
+"""``compat._overlap.Shape``: how a footprint is classified, judged against its brute-force bytes.
+
+Every leaf's shape decides which path of the overlap search it takes: a *dense* footprint (one
+run of bytes) goes to the interval sweep, an *injective* one may be saved without a copy, a
+*contiguous* one is the only sub-byte view torch can address, and the *key* groups equal
+footprints into families. A wrong class is either a wrong answer (dense or injective claimed
+for a footprint with holes or repeats) or a silent fall to the slow pairwise path, so each class
+is checked here against the footprint itself, and ``contiguous`` against torch's own
+``is_contiguous``. Also: size-1 dims never make two tensors different (``find_identical_tensors``),
+the text of the sub-byte refusal, and a family member that meets another only through a third.
+Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compat
+from compat._features import SUB_BYTE_BITS
+from compat._overlap import Shape
+
+PLAIN_DTYPES = [torch.uint8, torch.int16, torch.float32, torch.float64, torch.complex128]
+DIMS = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9)), max_size=3)
+
+
+def footprint(sizes: tuple[int, ...], strides: tuple[int, ...], e: int) -> list[int]:
+    """Every byte read from the first element's byte, repeats included, in element order."""
+    return [
+        sum(k * s for k, s in zip(index, strides, strict=True)) * e + j
+        for index in itertools.product(*(range(n) for n in sizes))
+        for j in range(e)
+    ]
+
+
+def shape_of(dims: list[tuple[int, int]], dtype: torch.dtype) -> Shape:
+    return Shape(tuple(n for n, _ in dims), tuple(s for _, s in dims), dtype)
+
+
+@given(dims=DIMS, dtype=st.sampled_from(PLAIN_DTYPES))
+@settings(deadline=None, max_examples=400)
+def test_a_shape_is_classified_by_its_bytes(
+    dims: list[tuple[int, int]], dtype: torch.dtype
+) -> None:
+    sizes, strides = tuple(n for n, _ in dims), tuple(s for _, s in dims)
+    shape = Shape(sizes, strides, dtype)
+    read = footprint(sizes, strides, dtype.itemsize)
+    touched = set(read)
+    assert shape.extent == max(touched) + 1
+    if shape.dense:  # its bytes are one run from its start
+        assert touched == set(range(shape.extent))
+    # ...and every footprint whose moving dims (size > 1, stride > 0) tile one run of bytes, each
+    # byte once, is dense: contiguous, permuted and expanded tensors (an overlapping one such as
+    # sizes (2, 2), strides (1, 1) may cover a run too, and is left to the exact path)
+    moving = [(n, s) for n, s in dims if n > 1 and s]
+    tiles = footprint(tuple(n for n, _ in moving), tuple(s for _, s in moving), dtype.itemsize)
+    if len(tiles) == len(set(tiles)) and set(tiles) == set(range(len(tiles))):
+        assert shape.dense
+    if shape.injective:  # a sufficient check: no byte is read twice
+        assert len(read) == len(touched)
+    reference = torch.empty_strided(sizes, strides, dtype=torch.uint8)
+    assert shape.contiguous == reference.is_contiguous()
+
+
+@given(
+    sizes=st.lists(st.integers(1, 4), max_size=3),
+    data=st.data(),
+    dtype=st.sampled_from(PLAIN_DTYPES),
+)
+@settings(deadline=None, max_examples=300)
+def test_a_slice_of_a_contiguous_tensor_is_injective(
+    sizes: list[int], data: st.DataObject, dtype: torch.dtype
+) -> None:
+    """Basic indexing (steps, permutations) of a contiguous tensor never reads a byte twice, and
+    the check must see it: such a view can be saved without a copy."""
+    view = torch.empty(sizes, dtype=dtype)
+    for dim, n in enumerate(sizes):
+        start = data.draw(st.integers(0, n - 1))
+        step = data.draw(st.integers(1, 3))
+        view = view.narrow(dim, start, n - start)[(slice(None),) * dim + (slice(None, None, step),)]
+    view = view.permute(data.draw(st.permutations(range(len(sizes)))))
+    shape = Shape(tuple(view.shape), view.stride(), dtype)
+    assert shape.injective
+    assert shape.dense == (
+        set(footprint(tuple(view.shape), view.stride(), dtype.itemsize)) == set(range(shape.extent))
+    )
+
+
+@given(a=DIMS, b=DIMS, dtype_a=st.sampled_from(PLAIN_DTYPES), dtype_b=st.sampled_from(PLAIN_DTYPES))
+@settings(deadline=None, max_examples=300)
+def test_equal_keys_are_equal_footprints(
+    a: list[tuple[int, int]],
+    b: list[tuple[int, int]],
+    dtype_a: torch.dtype,
+    dtype_b: torch.dtype,
+) -> None:
+    """Keys group footprints into families: equal keys must mean equal byte sets, and two dense
+    footprints of one extent (the same run of bytes) must have one key."""
+    sa, sb = shape_of(a, dtype_a), shape_of(b, dtype_b)
+    fa = set(footprint(sa.sizes, sa.strides, dtype_a.itemsize))
+    fb = set(footprint(sb.sizes, sb.strides, dtype_b.itemsize))
+    if sa.key == sb.key:
+        assert fa == fb
+    if sa.dense and sb.dense and fa == fb:
+        assert sa.key == sb.key
+
+
+@pytest.mark.parametrize(
+    ("sizes", "strides", "dtype", "injective"),
+    [
+        ((3, 2), (1, 2), torch.uint8, False),  # bytes 0..2 and 2..4 share byte 2
+        ((3, 2), (1, 3), torch.uint8, True),  # 0..2 and 3..5: apart
+        ((2, 3), (3, 1), torch.int16, True),  # contiguous
+        ((2, 2), (1, 1), torch.float32, False),  # the two rows overlap by one element
+        ((4, 2), (0, 1), torch.float32, False),  # expanded: every element read four times
+        ((2, 3), (0, 1), torch.float32, False),  # expanded over two rows
+        ((1, 3), (0, 1), torch.float32, True),  # a size-1 dim of stride 0 repeats nothing
+        ((2, 2, 2), (1, 2, 3), torch.uint8, False),  # 0,1 | 2,3 | 3,4,5,6: byte 3 twice
+        ((2, 2, 2), (1, 2, 4), torch.uint8, True),  # contiguous bytes, reversed dims
+    ],
+)
+def test_injective_at_its_limits(
+    sizes: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, injective: bool
+) -> None:
+    read = footprint(sizes, strides, dtype.itemsize)
+    assert (len(read) == len(set(read))) == injective  # the case says what it claims
+    assert Shape(sizes, strides, dtype).injective == injective
+
+
+@pytest.mark.parametrize("dtype", sorted(SUB_BYTE_BITS, key=str), ids=str)
+@pytest.mark.parametrize("sizes", [(1,), (3,), (2, 3), (4, 5)], ids=str)
+def test_a_packed_sub_byte_shape_is_one_run_of_bytes(
+    dtype: torch.dtype, sizes: tuple[int, ...]
+) -> None:
+    strides = torch.empty(sizes).stride()
+    shape = Shape(sizes, strides, dtype)
+    numel = 1
+    for n in sizes:
+        numel *= n
+    assert shape.extent == -(-numel * SUB_BYTE_BITS[dtype] // 8)
+    assert shape.dense and shape.injective and shape.contiguous
+    # one key per extent, shared with every dense footprint of those bytes (uint8 of that length)
+    assert shape.key == Shape((shape.extent,), (1,), torch.uint8).key
+    other = Shape((numel + 8,), (1,), dtype)
+    assert other.key != shape.key
+
+
+def test_size_one_dims_never_tell_identical_tensors_apart() -> None:
+    """Strides of size-1 dims address nothing: views that differ only there are one tensor."""
+    x = torch.arange(12.0)
+    sd = {
+        "row": x[:6].view(1, 6),  # stride (6, 1)
+        "odd": x.as_strided((1, 6), (99, 1)),  # the same elements, another size-1 stride
+        "col": x.as_strided((6, 1), (1, 7)),  # a different shape: not identical
+    }
+    assert compat.find_identical_tensors(sd) == [frozenset({"row", "odd"})]
+    # dims of size 2 do address memory: another stride there is another tensor
+    sd2 = {"a": x.as_strided((2, 2), (2, 1)), "b": x.as_strided((2, 2), (4, 1))}
+    assert compat.find_identical_tensors(sd2) == []
+
+
+def test_the_sub_byte_refusal_says_what_torch_cannot_do_and_what_is_accepted() -> None:
+    x = torch.linspace(-3, 3, 24).reshape(4, 6)
+    q4 = torch.quantize_per_tensor(x, 0.07, 3, torch.quint4x2)
+    odd = torch._empty_affine_quantized([0], scale=0.1, zero_point=3, dtype=torch.quint4x2)
+    odd.set_(q4.untyped_storage(), 0, (2, 3), (1, 2))
+    with pytest.raises(TypeError) as info:
+        compat.find_overlapping_tensors({"q4": q4, "odd": odd})
+    assert str(info.value) == (
+        "key 'odd' is a non-contiguous torch.quint4x2 view: torch does not address the packed "
+        "elements of a sub-byte quantized tensor through strides (its own reads of such a view "
+        "are wrong); accepted: contiguous sub-byte quantized tensors"
+    )
+
+
+def test_a_family_member_reached_only_through_another_joins_the_group() -> None:
+    """Four views of one footprint: bytes 0..15 and 100..115 from their starts. ``v0`` meets the
+    other three through its far block; ``v22`` and ``v23`` also meet each other, but ``v28``
+    meets only ``v0``. All four are one component, chained through ``v0``."""
+    x = torch.zeros(400)
+    sd = {f"v{o}": x.as_strided((2, 4), (25, 1), o) for o in (0, 22, 23, 28)}
+    assert compat.find_overlapping_tensors(sd) == [frozenset(sd)]

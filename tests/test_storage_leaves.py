@@ -1,0 +1,221 @@
+"""Reading a state dict's leaves the careful way: inner tensors of wrapper subclasses, ZeroTensors,
+fake tensors and values compat cannot reason about.
+
+An inner tensor takes the same road as a plain value would (its storage, its address, whether its
+memory was imported), so two wrappers over one buffer imported twice are one storage group; a
+fake tensor is never asked for its data pointer (torch warns, and will refuse); every refusal
+names the key (and the path inside a wrapper) and says what is accepted, in full. Written against
+the mutants of the full mutation run at ``a8a9c52`` that no test killed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.testing._internal.two_tensor import TwoTensor
+
+import compat
+from compat._storage import Leaves, storage_roots
+
+FINDERS = [
+    compat.find_shared_tensors,
+    compat.find_overlapping_tensors,
+    compat.find_identical_tensors,
+]
+ACCEPTED = (
+    "accepted: strided tensors (dense or any view, on any device, meta and fake included; "
+    "quantized, conjugate and negative-bit views too), and traceable wrapper subclasses "
+    "(TorchAO, DTensor) whose inner tensors are such tensors"
+)
+
+
+class _Holder(torch.Tensor):
+    """A traceable wrapper subclass over one inner tensor, of any layout the test asks for."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor, layout: torch.layout = torch.strided) -> _Holder:
+        return torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined,no-any-return]
+            cls, (2,), dtype=torch.float32, layout=layout
+        )
+
+    def __init__(self, inner: torch.Tensor, layout: torch.layout = torch.strided) -> None:
+        self.inner = inner
+
+    def __tensor_flatten__(self) -> tuple[list[str], None]:
+        return ["inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], ctx: Any, size: Any, stride: Any
+    ) -> Any:
+        return _Holder(inner["inner"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        raise NotImplementedError(str(func))
+
+
+class _Opaque(torch.Tensor):
+    """A wrapper subclass without __tensor_flatten__: no storage torch will describe."""
+
+    @staticmethod
+    def __new__(cls, shape: tuple[int, ...]) -> _Opaque:
+        return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)  # type: ignore[attr-defined,no-any-return]
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        raise NotImplementedError(str(func))
+
+
+class _Tagged(torch.Tensor):
+    """A plain (non-wrapper) subclass: a leaf like any tensor."""
+
+
+def _fake(*shapes: tuple[int, ...]) -> list[torch.Tensor]:
+    with FakeTensorMode():
+        return [torch.empty(s) for s in shapes]
+
+
+@pytest.mark.parametrize("find", FINDERS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "inside-a-wrapper"])
+def test_a_fake_tensor_is_never_asked_for_its_data_pointer(find: Any, wrapped: bool) -> None:
+    f, g = _fake((10,), (4,))
+    sd = {"w": TwoTensor(f[:4], g)} if wrapped else {"f": f, "tail": f[4:], "g": g}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when a fake tensor's pointer is read
+        find(sd)
+
+
+def _imported_twice() -> dict[str, torch.Tensor]:
+    """Two wrappers whose inner tensors are separate imports of one NumPy buffer (and of a
+    second one): no inner tensor's memory comes from torch's allocator."""
+    buf = np.arange(8, dtype=np.float32)
+    other = np.zeros(8, dtype=np.float32)
+    return {
+        "w1": TwoTensor(torch.from_numpy(buf), torch.from_numpy(other)),
+        "w2": TwoTensor(torch.from_numpy(buf[2:6]), torch.from_numpy(other[:4])),
+        "w3": TwoTensor(torch.from_numpy(np.ones(4, dtype=np.float32)), torch.ones(4)),
+    }
+
+
+def test_inner_tensors_imported_twice_from_one_buffer_are_one_storage_group() -> None:
+    sd = _imported_twice()
+    assert compat.find_shared_tensors(sd) == [frozenset({"w1", "w2"})]
+    assert compat.find_overlapping_tensors(sd) == [frozenset({"w1", "w2"})]
+    assert compat.find_identical_tensors(sd) == []
+
+
+def test_inner_tensors_imported_twice_with_nothing_else_are_one_storage_group() -> None:
+    sd = _imported_twice()
+    del sd["w3"]
+    assert compat.find_shared_tensors(sd) == [frozenset({"w1", "w2"})]
+
+
+def test_a_zero_tensor_beside_a_buffer_imported_twice() -> None:
+    """A ZeroTensor holds no memory but is a storage entry on the device the sweep runs on."""
+    buf = np.arange(8, dtype=np.float32)
+    sd = {
+        "z": torch._efficientzerotensor(4),  # type: ignore[attr-defined]
+        "a": torch.from_numpy(buf),
+        "b": torch.from_numpy(buf),
+    }
+    assert compat.find_shared_tensors(sd) == [frozenset({"a", "b"})]
+    assert compat.find_identical_tensors(sd) == [frozenset({"a", "b"})]
+
+
+def test_storages_on_two_devices_never_merge_by_address() -> None:
+    """Addresses are per device: equal byte ranges on two devices are two storages (a leaf set
+    built by hand, as no machine here has a second device with data)."""
+    leaves = Leaves()
+    leaves.st_ptr[:] = [4096, 4096, 8192]
+    leaves.st_nbytes[:] = [64, 64, 64]
+    leaves.st_device[:] = [torch.device("cpu"), torch.device("cuda", 0), torch.device("cpu")]
+    leaves.st_external[:] = [True, True, True]
+    leaves.storage[:] = [0, 1, 2]
+    assert storage_roots(leaves) == {}
+    leaves.st_ptr[2] = 4100  # now the two cpu storages intersect
+    assert storage_roots(leaves) == {0: 0, 2: 0}
+
+
+def _torch_refusal(t: torch.Tensor) -> Exception:
+    """What torch raises when asked to describe ``t``'s storage (the error compat passes on)."""
+    try:
+        st = t.untyped_storage()
+        _ = (st._cdata, st.device, st.data_ptr(), st.nbytes(), st.resizable())
+    except Exception as exc:
+        return exc
+    raise AssertionError("torch described the storage")
+
+
+@pytest.mark.parametrize("find", FINDERS, ids=lambda f: f.__name__)
+def test_a_wrapper_without_storage_or_flatten_is_refused_in_full(find: Any) -> None:
+    opaque = _Opaque((3,))
+    cause = _torch_refusal(opaque)
+    with pytest.raises(TypeError) as info:
+        find({"fine": torch.ones(2), "opaque": opaque})
+    assert str(info.value) == (
+        f"key 'opaque': a {__name__}._Opaque (device cpu) exposes no storage and cannot be "
+        f"flattened through __tensor_flatten__; {ACCEPTED} ({type(cause).__name__}: {cause})"
+    )
+
+
+@pytest.mark.parametrize("find", [*FINDERS, compat.dedup_for_save], ids=lambda f: f.__name__)
+def test_a_value_that_is_no_tensor_is_refused_in_full(find: Any) -> None:
+    with pytest.raises(TypeError) as info:
+        find({"w": torch.ones(2), "n": [1.0, 2.0]})
+    assert str(info.value) == (
+        "key 'n' holds a list; accepted: torch.Tensor values (plain tensors, parameters, or "
+        "wrapper subclasses that implement __tensor_flatten__)"
+    )
+
+
+@pytest.mark.parametrize("find", FINDERS, ids=lambda f: f.__name__)
+def test_a_sparse_wrapper_subclass_is_refused_before_it_is_flattened(find: Any) -> None:
+    sparse = _Holder(torch.ones(2), layout=torch.sparse_coo)
+    with pytest.raises(TypeError) as info:
+        find({"s": sparse})
+    assert str(info.value).startswith(
+        "key 's' holds a sparse tensor (layout torch.sparse_coo): its elements are not addressed"
+    )
+
+
+@pytest.mark.parametrize("find", FINDERS, ids=lambda f: f.__name__)
+def test_a_nested_inner_tensor_is_refused_by_its_path(find: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "nested tensors are a prototype" warning
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(TypeError) as info:
+        find({"plain": torch.ones(2), "h": _Holder(nested)})
+    assert str(info.value).startswith(
+        "key 'h/inner' holds a nested tensor (layout torch.strided): its elements are not "
+        "addressed by sizes and strides over one storage"
+    )
+
+
+def test_saving_a_wrapper_subclass_is_refused_in_full() -> None:
+    wrapped = TwoTensor(torch.arange(4.0), torch.ones(4))
+    with pytest.raises(TypeError) as info:
+        compat.dedup_for_save({"plain": torch.ones(2), "w": wrapped})
+    assert str(info.value) == (
+        "key 'w' holds a TwoTensor, a tensor subclass whose data lives in inner tensors; a "
+        "safetensors file holds plain tensors only and rebuilding this TwoTensor needs its "
+        "Python context, so it cannot be saved losslessly here. Accepted: plain tensors (save "
+        "the subclass's inner tensors, from __tensor_flatten__(), under names of your own)"
+    )
+
+
+def test_a_plain_subclass_beside_a_wrapper_keeps_its_identity() -> None:
+    """A wrapper elsewhere in the mapping changes nothing about two plain leaves: a tensor and a
+    plain subclass view of it read the same bytes the same way, with or without it."""
+    x = torch.arange(8.0)
+    plain = {"a": x[:4], "b": x[:4].as_subclass(_Tagged)}
+    assert compat.find_identical_tensors(plain) == [frozenset({"a", "b"})]
+    beside = {"w": TwoTensor(torch.zeros(4), torch.ones(4)), **plain}
+    assert compat.find_identical_tensors(beside) == [frozenset({"a", "b"})]
+    beside_after = {**plain, "w": TwoTensor(torch.zeros(4), torch.ones(4))}
+    assert compat.find_identical_tensors(beside_after) == [frozenset({"a", "b"})]
