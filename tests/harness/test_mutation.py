@@ -469,15 +469,6 @@ def committed_report() -> dict[str, Any]:
     return dict(json.loads(REPORT.read_text(encoding="utf-8")))
 
 
-# Strict: these pass, and so fail as XPASS, the day a full run in both cells that meets the goal
-# is committed (reports/mutation.json and the README's table); then this marker goes.
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    reason="the committed report (6998794) scores 85.1% in _storage.py, 89.4% in _intervals.py and"
-    " 92.0% in _overlap.py in the default cell, below the 95% goal",
-)
-
-
 def test_the_committed_report_is_a_full_run_in_both_cells() -> None:
     report = committed_report()
     plan = mutation_plan.load()
@@ -539,7 +530,6 @@ def test_the_committed_report_is_of_a_commit_of_this_history() -> None:
             assert base.returncode == 0, "the full run it builds on tested the same compat/"
 
 
-@NOT_YET
 def test_the_committed_report_scored_with_the_equivalents_meets_the_goal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
