@@ -13,7 +13,7 @@ Written against the mutants of the full mutation run at ``a8a9c52`` that no test
 
 from __future__ import annotations
 
-import itertools
+import math
 
 import pytest
 import torch
@@ -23,18 +23,16 @@ from hypothesis import strategies as st
 import compat
 from compat._features import SUB_BYTE_BITS
 from compat._overlap import Shape
+from tests import oracle
 
 PLAIN_DTYPES = [torch.uint8, torch.int16, torch.float32, torch.float64, torch.complex128]
 DIMS = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9)), max_size=3)
 
 
-def footprint(sizes: tuple[int, ...], strides: tuple[int, ...], e: int) -> list[int]:
-    """Every byte read from the first element's byte, repeats included, in element order."""
-    return [
-        sum(k * s for k, s in zip(index, strides, strict=True)) * e + j
-        for index in itertools.product(*(range(n) for n in sizes))
-        for j in range(e)
-    ]
+def footprint(sizes: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype) -> list[int]:
+    """Every byte read from the first element's byte, repeats included, in element order (the
+    suite's oracle, on a tensor of that geometry at storage offset 0)."""
+    return oracle.byte_offsets(torch.empty_strided(sizes, strides, dtype=dtype))
 
 
 def shape_of(dims: list[tuple[int, int]], dtype: torch.dtype) -> Shape:
@@ -46,9 +44,9 @@ def shape_of(dims: list[tuple[int, int]], dtype: torch.dtype) -> Shape:
 def test_a_shape_is_classified_by_its_bytes(
     dims: list[tuple[int, int]], dtype: torch.dtype
 ) -> None:
-    sizes, strides = tuple(n for n, _ in dims), tuple(s for _, s in dims)
-    shape = Shape(sizes, strides, dtype)
-    read = footprint(sizes, strides, dtype.itemsize)
+    shape = shape_of(dims, dtype)
+    sizes, strides = shape.sizes, shape.strides
+    read = footprint(sizes, strides, dtype)
     touched = set(read)
     assert shape.extent == max(touched) + 1
     if shape.dense:  # its bytes are one run from its start
@@ -57,7 +55,7 @@ def test_a_shape_is_classified_by_its_bytes(
     # byte once, is dense: contiguous, permuted and expanded tensors (an overlapping one such as
     # sizes (2, 2), strides (1, 1) may cover a run too, and is left to the exact path)
     moving = [(n, s) for n, s in dims if n > 1 and s]
-    tiles = footprint(tuple(n for n, _ in moving), tuple(s for _, s in moving), dtype.itemsize)
+    tiles = footprint(tuple(n for n, _ in moving), tuple(s for _, s in moving), dtype)
     if len(tiles) == len(set(tiles)) and set(tiles) == set(range(len(tiles))):
         assert shape.dense
     if shape.injective:  # a sufficient check: no byte is read twice
@@ -86,7 +84,7 @@ def test_a_slice_of_a_contiguous_tensor_is_injective(
     shape = Shape(tuple(view.shape), view.stride(), dtype)
     assert shape.injective
     assert shape.dense == (
-        set(footprint(tuple(view.shape), view.stride(), dtype.itemsize)) == set(range(shape.extent))
+        set(footprint(tuple(view.shape), view.stride(), dtype)) == set(range(shape.extent))
     )
 
 
@@ -101,8 +99,8 @@ def test_equal_keys_are_equal_footprints(
     """Keys group footprints into families: equal keys must mean equal byte sets, and two dense
     footprints of one extent (the same run of bytes) must have one key."""
     sa, sb = shape_of(a, dtype_a), shape_of(b, dtype_b)
-    fa = set(footprint(sa.sizes, sa.strides, dtype_a.itemsize))
-    fb = set(footprint(sb.sizes, sb.strides, dtype_b.itemsize))
+    fa = set(footprint(sa.sizes, sa.strides, dtype_a))
+    fb = set(footprint(sb.sizes, sb.strides, dtype_b))
     if sa.key == sb.key:
         assert fa == fb
     if sa.dense and sb.dense and fa == fb:
@@ -126,7 +124,7 @@ def test_equal_keys_are_equal_footprints(
 def test_injective_at_its_limits(
     sizes: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, injective: bool
 ) -> None:
-    read = footprint(sizes, strides, dtype.itemsize)
+    read = footprint(sizes, strides, dtype)
     assert (len(read) == len(set(read))) == injective  # the case says what it claims
     assert Shape(sizes, strides, dtype).injective == injective
 
@@ -138,9 +136,7 @@ def test_a_packed_sub_byte_shape_is_one_run_of_bytes(
 ) -> None:
     strides = torch.empty(sizes).stride()
     shape = Shape(sizes, strides, dtype)
-    numel = 1
-    for n in sizes:
-        numel *= n
+    numel = math.prod(sizes)
     assert shape.extent == -(-numel * SUB_BYTE_BITS[dtype] // 8)
     assert shape.dense and shape.injective and shape.contiguous
     # one key per extent, shared with every dense footprint of those bytes (uint8 of that length)
