@@ -4,13 +4,14 @@ Two-phase init builds a module without storage (phase 1, :func:`init_on_device` 
 gives it real storage later (phase 2, :func:`materialize`), loading a state dict by assignment and
 initialising the rest through ``reset_parameters()``.
 
-The open_clip case (a factory that moves or initialises the model it builds, called inside a
-parent's meta context): the factory must ask :func:`meta_init_active` and, when it is True, return
-the model untouched (no ``.to(device)``, no weight loading, no explicit init); the parent then calls
-:func:`materialize`. :func:`init_on_device` helps on its own, too: a factory that builds under its
-own ``init_on_device(real_device)`` inside a parent's ``init_on_device("meta")`` (or torch's
-``with torch.device("meta")``) still gets meta parameters, because a meta tensor is never given
-storage by this context, so the parent's choice wins.
+The open_clip case (a factory that moves or casts the model it builds, called inside a parent's
+meta context): inside :func:`init_on_device` ``("meta")`` such a factory works unchanged. A move of
+a meta tensor (``Tensor.to``, ``.cuda()``, ``.cpu()``, ``Module.to``, ``Module.cuda()``) keeps it on
+meta and still applies a dtype cast, so ``open_clip.create_model(...)`` returns a meta model and
+the parent calls :func:`materialize`. A factory that wants to skip work (weight loading, explicit
+init) can still ask :func:`meta_init_active`. A factory that builds under its own
+``init_on_device(real_device)`` inside a parent's ``init_on_device("meta")`` (or torch's
+``with torch.device("meta")``) still gets meta parameters: the parent's choice wins.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_impl
+from torch.overrides import TorchFunctionMode
 
 from compat import params as _params
 from compat._messages import check_module, type_name
@@ -65,6 +67,74 @@ def is_meta_module(module: nn.Module) -> bool:
 # registration hooks they install.
 _ACTIVE: list[torch.device] = []
 
+# The Tensor methods that move a tensor to a device: Tensor.to, and the per-backend shortcuts that
+# Module.cuda() / .cpu() / .xpu() call (those that this torch build has).
+_MOVES: frozenset[Any] = frozenset(
+    method
+    for method in (
+        torch.Tensor.to,
+        *(getattr(torch.Tensor, name, None) for name in ("cpu", "cuda", "xpu", "mps", "hpu")),
+    )
+    if method is not None
+)
+
+
+def _to_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What ``Tensor.to(*args, **kwargs)`` asks for besides the device: ``dtype``, ``copy`` and
+    ``memory_format`` as keywords for a meta-to-meta ``.to()``.
+
+    The device is never interpreted (a meta tensor stays on meta whatever it names, so an int
+    needs no accelerator); a device string is still parsed by ``torch.device`` so that a malformed
+    one raises as it would outside the block. Accepts the three forms of ``Tensor.to``:
+    ``(dtype, non_blocking, copy)``, ``(device, dtype, non_blocking, copy)`` and
+    ``(other, non_blocking, copy)``.
+    """
+    rest = list(args)
+    out: dict[str, Any] = {}
+    if rest and isinstance(rest[0], torch.dtype):
+        out["dtype"] = rest.pop(0)
+    elif rest and isinstance(rest[0], torch.Tensor):
+        out["dtype"] = rest.pop(0).dtype
+    else:
+        device = rest.pop(0) if rest else kwargs.get("device")
+        if isinstance(device, str):
+            torch.device(device)
+        if rest and (rest[0] is None or isinstance(rest[0], torch.dtype)):
+            dtype = rest.pop(0)
+            if dtype is not None:
+                out["dtype"] = dtype
+    if kwargs.get("dtype") is not None:
+        out["dtype"] = kwargs["dtype"]
+    copy = rest[1] if len(rest) > 1 else kwargs.get("copy", False)
+    if copy:
+        out["copy"] = True
+    if kwargs.get("memory_format") is not None:
+        out["memory_format"] = kwargs["memory_format"]
+    return out
+
+
+class _KeepMeta(TorchFunctionMode):
+    """While active (inside an ``init_on_device("meta")`` block, in the thread that opened it): a
+    move of a meta tensor returns a meta tensor, with any dtype cast applied. Everything else,
+    including moves of real tensors, runs unchanged."""
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func in _MOVES and args and isinstance(args[0], torch.Tensor):
+            tensor = args[0]
+            if tensor.device.type == "meta":
+                if func is not torch.Tensor.to:
+                    return tensor  # .cuda(device) / .cpu(): only the device changes
+                wanted = _to_arguments(args[1:], kwargs)
+                return tensor.to(**wanted) if wanted else tensor
+        return func(*args, **kwargs)
+
 
 def meta_init_active() -> bool:
     """True while modules built now would get meta parameters instead of storage.
@@ -103,6 +173,16 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
     * A meta tensor is never given storage by this context (it has no data): inside a parent's
       meta context, a nested ``init_on_device("cpu")`` keeps meta tensors meta. The innermost real
       device wins among real devices.
+    * Inside a ``"meta"`` block, code that moves or casts what it built works unchanged: a move of
+      a meta tensor (``Tensor.to(device)``, ``.to(other)``, ``.cuda()``, ``.cpu()``,
+      ``.xpu()``, and so ``Module.to``, ``Module.cuda()``, ``Module.cpu()``) returns a meta
+      tensor, with a dtype cast (``.to(dtype)``, ``.to(device, dtype)``, ``Module.half()``)
+      still applied; a tensor's device argument is not interpreted, so ``Tensor.to(0)`` and
+      ``.cuda()`` need no accelerator (``Module.to`` parses its argument itself first).
+      Real tensors (buffers without ``include_buffers``, tensors computed in ``__init__``) move as
+      usual. This is a torch function mode, active in the thread that opened the block; outside
+      the block nothing changes. ``Module.to_empty()`` and ``torch.empty(..., device=...)`` are
+      not moves and still give storage.
     * Hooks are removed on exit, also when the block raises. The hooks are process-wide (as
       torch's are): modules built by other threads meanwhile are affected too.
 
@@ -138,7 +218,8 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
     try:
         if include_buffers:
             handles.append(_module_impl.register_module_buffer_registration_hook(on_buffer))
-        yield dev
+        with _KeepMeta() if dev.type == "meta" else contextlib.nullcontext():
+            yield dev
     finally:
         for handle in handles:
             handle.remove()

@@ -211,12 +211,145 @@ def test_factory_inside_parent_meta_context_neither_moves_nor_initialises() -> N
     assert log.reset_devices == ["cpu"]
 
 
-def test_naive_factory_fails_inside_meta_context() -> None:
-    """Why the factory must ask: moving a meta model raises (the seed-003 crash)."""
+class MovingFactory(nn.Module):
+    """Moves and casts what it built, as open_clip's create_model does (``model.to(device)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tower = Tower()
+        self.register_buffer("mask", torch.triu(torch.ones(4, 4)), persistent=False)
+
+
+def build_and_move(device: str) -> MovingFactory:
+    model = MovingFactory()
+    model.to(device)
+    model.to(device=device, dtype=torch.float16)
+    model.cpu()
+    model.float()
+    model.tower.embed.weight.data = model.tower.embed.weight.data.to(torch.bfloat16)
+    return model
+
+
+def test_factory_that_moves_what_it_built_works_inside_meta_context() -> None:
+    """open_clip's create_model ends with model.to(device): inside init_on_device("meta") the
+    meta parameters stay on meta (the casts apply), real buffers move as usual."""
     with compat.init_on_device("meta"):
-        model = Tower()
-        with pytest.raises(NotImplementedError, match="meta"):
-            model.to("cpu")
+        model = build_and_move("cpu")
+    devices = {name: t.device.type for name, t in model.named_parameters()}
+    assert set(devices.values()) == {"meta"}, devices
+    assert model.tower.embed.weight.dtype == torch.bfloat16
+    assert model.tower.norm.weight.dtype == torch.float32  # .half() then .float() both applied
+    assert model.tower.head.weight is model.tower.embed.weight  # the tie survived the moves
+    assert model.mask.device.type == "cpu" and torch.equal(model.mask, torch.triu(torch.ones(4, 4)))
+    compat.materialize(model, "cpu", strict=False)
+    assert not compat.is_meta_module(model)
+
+
+def test_moves_of_meta_tensors_never_touch_a_device_inside_meta_context() -> None:
+    """.cuda() and an int device need no accelerator for a meta tensor inside the block (the
+    device is not interpreted); a malformed device string still raises as torch raises it.
+    (Module.to parses its device itself first: torch 2.5/2.6 refuse Module.to(0) without one.)"""
+    with compat.init_on_device("meta", include_buffers=True):
+        model = MovingFactory()
+        model.cuda()
+        model.to("cuda:1")
+        t = torch.empty(3, device="meta")
+        assert t.cuda(1).device.type == "meta"
+        assert t.to(0).device.type == "meta"
+        assert t.to("cuda:1", torch.float64).dtype == torch.float64
+        with pytest.raises(RuntimeError):
+            t.to("0")
+    assert compat.module_devices(model) == {torch.device("meta")}
+
+
+def test_moves_of_real_tensors_are_unchanged_inside_meta_context() -> None:
+    with compat.init_on_device("meta"):
+        real = torch.arange(4.0)
+        moved = real.to(torch.float16)
+        assert moved.device.type == "cpu" and torch.equal(moved, real.half())
+        assert real.to("meta").device.type == "meta"  # a move *to* meta is a plain move
+
+
+@pytest.mark.parametrize("outer", ["compat", "torch"])
+def test_meta_moves_still_raise_outside_compats_meta_context(outer: str) -> None:
+    """Nothing changes outside the block, nor under torch's own device context."""
+    parent: Any = compat.init_on_device("cpu") if outer == "compat" else torch.device("meta")
+    with parent, pytest.raises(NotImplementedError, match="meta"):
+        torch.empty(2, device="meta").to("cpu")
+    with torch.device("meta"), pytest.raises(NotImplementedError, match="meta"):
+        build_and_move("cpu")
+    with pytest.raises(NotImplementedError, match="meta"):
+        torch.empty(2, device="meta").to("cpu")
+
+
+def test_nested_real_context_inside_meta_keeps_moves_on_meta() -> None:
+    with compat.init_on_device("meta"), compat.init_on_device("cpu"):
+        model = build_and_move("cpu")
+    assert compat.is_meta_module(model.tower)
+
+
+def test_meta_moves_stop_at_exit_even_on_error() -> None:
+    with pytest.raises(RuntimeError, match="boom"), compat.init_on_device("meta"):
+        raise RuntimeError("boom")
+    with pytest.raises(NotImplementedError, match="meta"):
+        torch.empty(2, device="meta").to("cpu")
+
+
+# Every spelling of Tensor.to a factory can use; the device is "cpu" or "cuda" (never touched).
+_DTYPES = st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8])
+_FORMAT = st.sampled_from(
+    [None, torch.contiguous_format, torch.channels_last, torch.preserve_format]
+)
+
+
+@st.composite
+def to_calls(draw: st.DrawFn) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """``(device, args, kwargs)`` of a ``Tensor.to`` call, ``args`` naming ``device`` if any."""
+    device = draw(st.sampled_from(["cpu", "cuda", "cuda:1"]))
+    form = draw(st.sampled_from(["dtype", "device", "device dtype", "other", "keywords"]))
+    dtype = draw(_DTYPES)
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = {}
+    if form == "dtype":
+        args = (dtype,)
+    elif form == "device":
+        args = (device,)
+    elif form == "device dtype":
+        args = (device, draw(st.one_of(st.none(), _DTYPES)))
+    elif form == "other":
+        args = (torch.empty(0, dtype=dtype),)
+    else:
+        args = ()
+        kwargs = {"device": device, "dtype": draw(st.one_of(st.none(), _DTYPES))}
+    if draw(st.booleans()):
+        kwargs["copy"] = True
+    if draw(st.booleans()):
+        kwargs["non_blocking"] = draw(st.booleans())
+    if form != "other":
+        fmt = draw(_FORMAT)
+        if fmt is not None:
+            kwargs["memory_format"] = fmt
+    return device, args, kwargs
+
+
+@given(call=to_calls())
+def test_property_meta_moves_apply_what_torch_applies_besides_the_device(
+    call: tuple[str, tuple[Any, ...], dict[str, Any]],
+) -> None:
+    """Oracle: the same call on a real tensor with the device spelt "cpu", outside any context.
+    Inside the meta block the result is on meta with that call's dtype, strides and copy-ness."""
+    device, args, kwargs = call
+    on_cpu = tuple("cpu" if a is device else a for a in args)
+    cpu_kwargs = {**kwargs, **({"device": "cpu"} if "device" in kwargs else {})}
+    real = torch.empty(2, 3, 4, 5)
+    expected = real.to(*on_cpu, **cpu_kwargs)
+    with compat.init_on_device("meta"):
+        meta = torch.empty(2, 3, 4, 5, device="meta")
+        got = meta.to(*args, **kwargs)
+    assert got.device.type == "meta"
+    assert got.dtype == expected.dtype
+    assert got.stride() == expected.stride()
+    assert (got is meta) == (expected is real)
 
 
 # --- materialize ---------------------------------------------------------------------------------
