@@ -117,6 +117,12 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
     parser.add_argument("--tier", action="append", choices=spec.TIERS, help="default: core")
     parser.add_argument("--backend", action="append", choices=sorted(MATRIX.backends))
     parser.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        help="narrow to the cell ids matching this pattern (fnmatch: 'torch2.5-ao0.6-*')",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=min(4, os.cpu_count() or 1),
@@ -151,7 +157,9 @@ def _run_matrix(
     """Run the selection in this process (groups side by side, each in its venv), then render
     the report from the cells that should have run. SIGINT / SIGTERM stop the running cells,
     which are recorded as interrupted; the report is rendered all the same."""
-    selection = run.select(MATRIX, args.tier or ["core"], args.backend or [])
+    selection = run.select(MATRIX, args.tier or ["core"], args.backend or [], patterns=args.cell)
+    if not selection.cells:
+        session.error(f"no cell of tiers {args.tier or ['core']} matches --cell {args.cell}")
     stop = Stop()
     with stop.on_signals():
         run.run_matrix(
@@ -175,6 +183,7 @@ def _expectation(args: argparse.Namespace) -> list[str]:
     return [
         *(f"--tier={t}" for t in args.tier or ()),
         *(f"--backend={b}" for b in args.backend or ()),
+        *(f"--cell={c}" for c in args.cell),
     ]
 
 

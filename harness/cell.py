@@ -39,6 +39,7 @@ class CellResult:
     torchao: str
     backend: str
     pins: list[str]
+    group: str | None = None  # a downstream cell's library group (matrix.toml [[downstream]])
     status: str = "passed"
     reason: str = ""
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
@@ -59,6 +60,9 @@ class CellResult:
     exit_status: int | None = None  # the test process's; None if it never ran or was killed
     # a cell run in an existing interpreter (harness/installed.py): what it ran in; else empty
     environment: dict[str, Any] = field(default_factory=dict)
+    # a downstream cell's scenarios: nodeid -> library, scenario, route (alone / compat), link,
+    # and the test's outcome from the reportlog (tests/downstream/conftest.py names them)
+    scenarios: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +88,7 @@ def new_result(cell: Cell) -> CellResult:
         cell.torchao.label,
         cell.backend.name,
         cell.requirements(),
+        cell.group,
     )
 
 
@@ -170,12 +175,17 @@ def candidate_command(uv: str, python: Path, candidates: Sequence[str]) -> list[
 
 
 def cell_pytest_args(
-    cell: Cell, outdir: Path, tests: Sequence[str] = ("tests",), reruns: int = 0
+    cell: Cell,
+    outdir: Path,
+    tests: Sequence[str] = ("tests",),
+    reruns: int = 0,
+    ignore: Sequence[str] = (),
 ) -> list[str]:
     rerun_args = [f"--reruns={reruns}"] if reruns else []
     return [
         *tests,
         "--ignore=tests/harness",
+        *(f"--ignore={path}" for path in ignore),
         "-p",
         "no:cacheprovider",
         f"--junitxml={outdir / 'junit.xml'}",
@@ -199,14 +209,15 @@ def plan_for(
 ) -> CellPlan:
     outdir = paths.cell_dir(reports, cell.id)
     requirements = [str(matrix.root / r) for r in matrix.requirements_for(cell)]
-    found = matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name)
+    found = matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name, cell.group)
     xfails = [x.as_record() for x in found]
+    tests, ignore = matrix.test_paths(cell)
     return CellPlan(
         cell,
         python,
         outdir,
         install_commands(cell, python, uv=uv, requirements=requirements, candidates=candidates),
-        cell_pytest_args(cell, outdir, reruns=matrix.reruns),
+        cell_pytest_args(cell, outdir, tests, matrix.reruns, ignore),
         xfails,
         env=dict(cell.backend.env),
         candidates=list(candidates),
@@ -238,6 +249,25 @@ def tracker_outcomes(log: evidence.TestLog) -> dict[str, dict[str, str]]:
         )
         for nodeid, reason in sorted(log.trackers.items())
     }
+
+
+def scenario_outcomes(path: Path, log: evidence.TestLog) -> dict[str, dict[str, str]]:
+    """The downstream scenarios the tests named (``scenarios.json``), each with its outcome from
+    the reportlog (``absent`` if it never reported); empty when the file is missing or bad."""
+    try:
+        named = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(named, dict):
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for nodeid, about in sorted(named.items()):
+        if not isinstance(about, dict):
+            continue
+        entry = {k: str(about.get(k, "")) for k in ("library", "scenario", "route", "link")}
+        entry["outcome"] = log.outcomes.get(nodeid, "absent")
+        out[str(nodeid)] = entry
+    return out
 
 
 def _take_tests(result: CellResult, log: evidence.TestLog) -> None:
@@ -323,6 +353,7 @@ def run_cell(
                 "torchao": cell.torchao.label,
                 "backend": cell.backend.name,
                 "python": cell.python,
+                "downstream": cell.group,
                 "xfails": plan.xfails,
             },
             indent=2,
@@ -330,6 +361,8 @@ def run_cell(
     )
     env["COMPAT_MATRIX_CELL"] = str(spec_file)
     env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
+    scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
+    env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
     facts_file = outdir / "probe.json"
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
@@ -348,6 +381,7 @@ def run_cell(
         tampered = "the cell's reports folder was deleted during the run"
     test_log = evidence.read_reportlog(outdir / "log.jsonl")
     _take_tests(result, test_log)
+    result.scenarios = scenario_outcomes(scenarios_file, test_log)
     verdict = evidence.classify(
         ran,
         facts,

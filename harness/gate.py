@@ -42,6 +42,11 @@ CLASSES: dict[str, tuple[str, str]] = {
         "yes, unless the skip reason is an absent backend",
     ),
     "fixed": ("failing before, not now", "no"),
+    "downstream impact": (
+        "a downstream library's own scenario (tests/downstream, without compat) changed outcome:"
+        " what the candidate does to that library's users; compat's route is judged as usual",
+        "no",
+    ),
     "flaky": ("failed, then passed on a rerun (`reruns` in matrix.toml)", "no"),
     "new": ("not in the baseline, not failing", "no"),
 }
@@ -63,6 +68,8 @@ def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
             "installed": cell["installed"],
             "candidates": cell["candidates"],
             "tests": tests,
+            "group": cell.get("group"),
+            "scenarios": cell.get("scenarios", {}),
             "skips": cell["skips"],
             "flaky": sorted(n for n in cell["reruns"] if tests.get(n) not in FAILING),
         }
@@ -135,6 +142,7 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
                 row("regression" if after in FAILING else "new", cid, test, "absent", after)
         if known and len(cur["tests"]) < len(known):
             row("fewer tests", cid, "*", f"{len(known)} tests", f"{len(cur['tests'])} tests")
+    rows = [_downstream_impact(r, current["cells"].get(r["cell"], {})) for r in rows]
     summary = Counter(r["class"] for r in rows)
     candidates = sorted({c for cell in current["cells"].values() for c in cell["candidates"]})
     order = list(CLASSES)
@@ -149,6 +157,37 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def _downstream_impact(row: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
+    """A change of an ``alone`` downstream scenario is the candidate's impact on that library's
+    users, not a verdict on compat: it is reported, with the outcome of the same scenario through
+    compat in that cell, and never fails the gate."""
+    scenarios: dict[str, dict[str, str]] = cell.get("scenarios") or {}
+    about = scenarios.get(row["test"])
+    if row["class"] not in ("regression", "fixed") or not about or about["route"] != "alone":
+        return row
+    through = [
+        cell["tests"].get(nodeid, "absent")
+        for nodeid, other in sorted(scenarios.items())
+        if other["route"] == "compat"
+        and (other["library"], other["scenario"]) == (about["library"], about["scenario"])
+    ]
+    if row["before"] == "xfailed":  # a strict expected failure that passed: the library fixed it
+        change = "now works (its expected failure passed)"
+    else:
+        change = "breaks" if row["class"] == "regression" else "works again"
+    compat_route = ", ".join(through) or "no compat route"
+    return {
+        **row,
+        "class": "downstream impact",
+        "fatal": False,
+        "why": f"{about['library']}: {about['scenario']} {change} without compat; through "
+        f"compat: {compat_route}",
+        "library": about["library"],
+        "scenario": about["scenario"],
+        "through_compat": compat_route,
+    }
+
+
 def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
     verdict_line = "✅ no regressions" if result["ok"] else "❌ the gate fails"
     lines = [
@@ -158,7 +197,24 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
     ]
     if result["candidates"]:
         lines += ["", "Candidates: " + ", ".join(f"`{c}`" for c in result["candidates"])]
-    shown = [r for r in result["rows"] if r["class"] != "new"]
+    impact = [r for r in result["rows"] if r["class"] == "downstream impact"]
+    if impact:
+        lines += [
+            "",
+            "## Downstream impact: the libraries alone, without compat",
+            "",
+            "The verdict above is compat's own; these scenarios of downstream libraries changed"
+            " outcome when run alone:",
+            "",
+            "| library | scenario | cell | before | after | through compat |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['library']} | {r['scenario']} | {r['cell']} | {r['before']} | {r['after']} |"
+            f" {r['through_compat']} |"
+            for r in impact[:limit_rows]
+        ]
+    shown = [r for r in result["rows"] if r["class"] not in ("new", "downstream impact")]
     if shown:
         lines += [
             "",
@@ -187,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--matrix", type=Path, default=None, help="default: $COMPAT_MATRIX_TOML")
         cmd.add_argument("--tier", action="append", default=[], help="expect this tier's cells")
         cmd.add_argument("--backend", action="append", default=[], help="expect these backends'")
+        cmd.add_argument("--cell", action="append", default=[], help="expect the matching cells")
     default_baseline = paths.DEFAULT_REPORTS / "baseline.json"
     sub.choices["baseline"].add_argument("--out", type=Path, default=default_baseline)
     check = sub.choices["check"]
@@ -205,7 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no cell results under {paths.cells_dir(args.source)}: run the matrix first")
         return 2
     want = verdict.expected(
-        args.source, matrix_path=args.matrix, tiers=args.tier, backends=args.backend
+        args.source,
+        matrix_path=args.matrix,
+        tiers=args.tier,
+        backends=args.backend,
+        patterns=args.cell,
     )
     current = snapshot(args.source, want)
     if args.command == "baseline":

@@ -42,6 +42,15 @@ PACKAGES = (
     "packaging",
     "setuptools",
     "accelerate",  # the optional peer group: the history tells its version changes apart
+    # the downstream tier's libraries (matrix.toml [[downstream]]): absent elsewhere
+    "torchvision",
+    "transformers",
+    "diffusers",
+    "open_clip_torch",
+    "peft",
+    "timm",
+    "huggingface_hub",
+    "tokenizers",
 )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import jinja2
 
-from harness import drift, history, paths, verdict
+from harness import downstream, drift, history, paths, verdict
 from harness.spec import label_key
 from harness.status import BAD_STATUSES, colour, format_counts
 
@@ -33,7 +33,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a larger $GITHUB_STEP_SUMMARY
 MAX_FAILURES_PER_CELL = 200
 # the page, top to bottom: one template per part in templates/html and templates/md
-PARTS = ("summary", "grids", "history", "controls", "drift", "trackers", "failing")
+PARTS = ("summary", "grids", "downstream", "history", "controls", "drift", "trackers", "failing")
 BULKY = ("tests", "skips", "reruns")  # per-test data of cell.json the gate reads, not the page
 
 
@@ -64,8 +64,10 @@ def _row(cell: dict[str, Any]) -> str:
 
 def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per backend that ran, its cells by torch version (each row: that torch's TorchAO cells);
-    per backend that did not run at all, one line: why, and how many cells."""
+    per backend that did not run at all, one line: why, and how many cells. The downstream tier's
+    cells have a grid of their own (:func:`add_downstream`)."""
     out, absent = [], []
+    cells = [c for c in cells if not c.get("group")]
     for backend in _backend_order(c["backend"] for c in cells):
         mine = [c for c in cells if c["backend"] == backend]
         if all(c["status"] == "skipped" for c in mine):
@@ -148,8 +150,19 @@ def add_drift(data: dict[str, Any], reports: Path) -> None:
     data["probes"] = probes
 
 
+def add_downstream(data: dict[str, Any], reports: Path) -> None:
+    """The downstream grid (library × downstream cell: alone / through compat) and its legend."""
+    cells = data["cells"]
+
+    def order(cell: dict[str, Any]) -> tuple[Any, ...]:
+        return (cell["group"], label_key(cell["torch"]), label_key(cell["torchao"]))
+
+    data["downstream"] = downstream.grid(cells, order)
+    data["downstream_scenarios"] = downstream.scenarios(c for c in cells.values() if c.get("group"))
+
+
 # data producers run in order after build(); each adds what its parts render
-SECTIONS: list[Callable[[dict[str, Any], Path], None]] = [add_drift]
+SECTIONS: list[Callable[[dict[str, Any], Path], None]] = [add_drift, add_downstream]
 
 
 def canonical(data: dict[str, Any]) -> dict[str, Any]:
@@ -213,12 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--matrix", type=Path, default=None, help="default: $COMPAT_MATRIX_TOML")
     parser.add_argument("--tier", action="append", default=[], help="expect this tier's cells")
     parser.add_argument("--backend", action="append", default=[], help="expect these backends'")
+    parser.add_argument("--cell", action="append", default=[], help="expect the matching cells")
     parser.add_argument(
         "--history", nargs="+", type=Path, default=[], help="earlier runs' report folders"
     )
     args = parser.parse_args(argv)
     want = verdict.expected(
-        args.reports, matrix_path=args.matrix, tiers=args.tier, backends=args.backend
+        args.reports,
+        matrix_path=args.matrix,
+        tiers=args.tier,
+        backends=args.backend,
+        patterns=args.cell,
     )
     try:
         data = write(args.reports, want, args.history)

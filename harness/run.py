@@ -14,6 +14,7 @@ library only.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 import subprocess
@@ -48,9 +49,21 @@ class Selection:
 
 
 def select(
-    matrix: Matrix, tiers: Sequence[str], only: Sequence[str] = (), *, probe_host: bool = True
+    matrix: Matrix,
+    tiers: Sequence[str],
+    only: Sequence[str] = (),
+    *,
+    probe_host: bool = True,
+    patterns: Sequence[str] = (),
 ) -> Selection:
-    cells = [c for c in matrix.cells(tiers=tiers) if not only or c.backend.name in only]
+    """The cells of ``tiers`` on the backends ``only`` (empty: all), narrowed to the cell ids
+    matching any of ``patterns`` (fnmatch; empty: all)."""
+    cells = [
+        c
+        for c in matrix.cells(tiers=tiers)
+        if (not only or c.backend.name in only)
+        and (not patterns or any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
+    ]
     absent: dict[str, str] = {}
     if probe_host:
         for backend in {c.backend.name: c.backend for c in cells}.values():
@@ -69,6 +82,7 @@ def cell_entry(cell: Cell) -> dict[str, Any]:
         "torch": cell.torch.label,
         "torchao": cell.torchao.label,
         "backend": cell.backend.name,
+        "group": cell.group,
         "pins": cell.requirements(),
     }
 

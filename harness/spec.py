@@ -26,7 +26,8 @@ from harness.paths import DEFAULT_MATRIX
 
 DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 
-TIERS = ("core", "extended")
+TIERS = ("core", "extended", "downstream")
+_GROUP = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.]*$")  # a downstream group's name, inside cell ids
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
 ABSENT = "none"  # the label of an axis an installed cell's interpreter lacks (harness/installed)
@@ -56,6 +57,7 @@ class Version_:
     extra: tuple[str, ...] = ()  # extra requirements installed with this version
     tier: str = "core"
     pairs: tuple[str, ...] = ()  # TorchAO only: the torch labels it is paired with
+    torchvision: str = ""  # torch only: the torchvision release built for it (downstream cells)
 
     def requirement(self, dist: str) -> str:
         return dist if self.pin == LATEST else f"{dist}=={self.pin}"
@@ -79,14 +81,37 @@ class Backend:
 
 
 @dataclass(frozen=True)
+class Downstream:
+    """A pinned group of downstream libraries (``[[downstream]]``): the downstream tier runs
+    ``tests/downstream`` with it on each torch it lists, with each TorchAO of that torch's tier."""
+
+    name: str  # "2024.12": in cell ids as ds2024.12
+    torch: tuple[str, ...]  # the torch labels it is installed with
+    requirements: tuple[str, ...]  # exact pins
+    about: str = ""
+
+    def distributions(self) -> list[str]:
+        """The names of the distributions it pins, as written."""
+        return [Requirement(r).name for r in self.requirements]
+
+
+@dataclass(frozen=True)
 class Selector:
-    """Which cells an exclusion or expected failure applies to (empty tuple: every value)."""
+    """Which cells an exclusion or expected failure applies to (empty tuple: every value).
+
+    ``downstream`` names downstream groups: an entry that lists any applies to downstream cells
+    of those groups only."""
 
     torch: tuple[str, ...] = ()
     torchao: tuple[str, ...] = ()
     backend: tuple[str, ...] = ()
+    downstream: tuple[str, ...] = ()
 
-    def matches(self, torch: str, torchao: str, backend: str) -> bool:
+    def matches(
+        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+    ) -> bool:
+        if self.downstream and downstream not in self.downstream:
+            return False
         return all(
             not allowed or value in allowed
             for allowed, value in (
@@ -144,24 +169,39 @@ class Cell:
     backend: Backend
     timeout_s: int
     multi_python: bool = False
+    downstream: Downstream | None = None  # a downstream cell: the group it installs
 
     @property
     def id(self) -> str:
-        base = f"torch{self.torch.label}-ao{self.torchao.label}-{self.backend.name}"
+        group = f"ds{self.downstream.name}-" if self.downstream else ""
+        base = f"torch{self.torch.label}-ao{self.torchao.label}-{group}{self.backend.name}"
         return f"py{self.python}-{base}" if self.multi_python else base
 
     @property
+    def group(self) -> str | None:
+        """The downstream group's name; None for a cell of compat's own suite."""
+        return self.downstream.name if self.downstream else None
+
+    @property
     def tier(self) -> str:
+        if self.downstream:
+            return "downstream"
         return "extended" if "extended" in (self.torch.tier, self.torchao.tier) else "core"
 
     def requirements(self) -> list[str]:
-        """The pins installed into the cell, torch first."""
-        return [
+        """The pins installed into the cell, torch first (a downstream cell: then torchvision
+        and the group's pins)."""
+        pins = [
             self.torch.requirement("torch"),
             self.torchao.requirement("torchao"),
             *self.torch.extra,
             *self.torchao.extra,
         ]
+        if self.downstream:
+            if self.torch.torchvision:
+                pins.append(f"torchvision=={self.torch.torchvision}")
+            pins.extend(self.downstream.requirements)
+        return pins
 
 
 @dataclass(frozen=True)
@@ -179,6 +219,8 @@ class Matrix:
     reruns: int = 0
     peer_requirements: tuple[str, ...] = ()  # the optional peer group (drift cells only)
     peer_tiers: tuple[str, ...] = ()
+    downstream: tuple[Downstream, ...] = ()
+    downstream_tests: str = "tests/downstream"  # what a downstream cell runs; others skip it
 
     @property
     def root(self) -> Path:
@@ -190,6 +232,13 @@ class Matrix:
         peers = self.peer_requirements if cell.tier in self.peer_tiers else ()
         return [*self.test_requirements, *peers]
 
+    def test_paths(self, cell: Cell) -> tuple[list[str], list[str]]:
+        """What the cell's pytest collects and what it leaves out: a downstream cell runs the
+        downstream tests only; every other cell runs the rest of tests/."""
+        if cell.downstream:
+            return [self.downstream_tests], []
+        return ["tests"], [self.downstream_tests]
+
     def cells(
         self,
         *,
@@ -199,45 +248,73 @@ class Matrix:
         backend: str | None = None,
         python: str | None = None,
     ) -> list[Cell]:
-        """Every cell not excluded, in matrix.toml order, filtered by the given axis values."""
+        """Every cell not excluded, in matrix.toml order (the downstream tier's after the
+        others), filtered by the given axis values."""
         wanted = set(tiers)
         multi = len(self.python) > 1
+        groups: list[Downstream | None] = [None, *self.downstream]
         out = []
+        for group in groups:
+            for cell in self._cells_of(group, multi):
+                if cell.tier not in wanted or self.excluded(cell) is not None:
+                    continue
+                if any(
+                    want is not None and want != have
+                    for want, have in (
+                        (torch, cell.torch.label),
+                        (torchao, cell.torchao.label),
+                        (backend, cell.backend.name),
+                        (python, cell.python),
+                    )
+                ):
+                    continue
+                out.append(cell)
+        return out
+
+    def _cells_of(self, group: Downstream | None, multi: bool) -> Iterable[Cell]:
+        """Compat's own cells (``group`` None), or one downstream group's: each torch it lists
+        with each TorchAO paired with that torch and of that torch's tier."""
         for py in self.python:
             for b in self.backends.values():
                 for t in self.torch:
+                    if group is not None and t.label not in group.torch:
+                        continue
                     for a in self.torchao:
-                        if not paired(t, a):
+                        if not paired(t, a) or (group is not None and a.tier != t.tier):
                             continue
-                        cell = Cell(py, t, a, b, self.cell_timeout_s, multi)
-                        if cell.tier not in wanted or self.excluded(cell) is not None:
-                            continue
-                        if any(
-                            want is not None and want != have
-                            for want, have in (
-                                (torch, t.label),
-                                (torchao, a.label),
-                                (backend, b.name),
-                                (python, py),
-                            )
-                        ):
-                            continue
-                        out.append(cell)
-        return out
+                        yield Cell(py, t, a, b, self.cell_timeout_s, multi, group)
 
     def excluded(self, cell: Cell) -> Exclusion | None:
+        axes = (cell.torch.label, cell.torchao.label, cell.backend.name, cell.group)
         for exclusion in self.exclusions:
-            if exclusion.where.matches(cell.torch.label, cell.torchao.label, cell.backend.name):
+            if exclusion.where.matches(*axes):
                 return exclusion
         return None
 
-    def xfails_for(self, torch: str, torchao: str, backend: str) -> list[ExpectedFailure]:
-        return [x for x in self.xfails if x.where.matches(torch, torchao, backend)]
+    def xfails_for(
+        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+    ) -> list[ExpectedFailure]:
+        """The expected failures of a cell. A downstream cell runs the downstream tests only, so
+        it takes the entries that name its group, and every other cell those that name none."""
+        return [
+            x
+            for x in self.xfails
+            if bool(x.where.downstream) == (downstream is not None)
+            and x.where.matches(torch, torchao, backend, downstream)
+        ]
 
-    def find_cell(self, torch: str, torchao: str, backend: str) -> Cell | None:
+    def find_cell(
+        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+    ) -> Cell | None:
+        """The cell of these axis values: compat's own (``downstream`` None) or a downstream
+        group's."""
         for cell in self.cells(tiers=TIERS, torch=torch, torchao=torchao, backend=backend):
-            return cell
+            if cell.group == downstream:
+                return cell
         return None
+
+    def downstream_group(self, name: str) -> Downstream | None:
+        return next((g for g in self.downstream if g.name == name), None)
 
     def default(self) -> Cell:
         cell = self.find_cell(*self.default_cell)
@@ -323,7 +400,9 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
     seen: dict[str, int] = {}
     out = []
     for i, entry in enumerate(entries):
-        keys = ("version", "pin", "extra", "tier") + (("torch",) if axis == "torchao" else ())
+        keys = ("version", "pin", "extra", "tier") + (
+            ("torch",) if axis == "torchao" else ("torchvision",)
+        )
         r = _Reader(path, f"{axis}[{i}]", entry, keys)
         label = r.get("version", str)
         if not _LABEL.match(label) and label != LATEST:
@@ -353,6 +432,9 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
                 raise r.fail("tier", f"a {LATEST!r} entry must be in the extended tier", tier)
             out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs))
             continue
+        torchvision = r.get("torchvision", str, "")
+        if torchvision and not _exact(torchvision):
+            raise r.fail("torchvision", "must be an exact release MAJOR.MINOR.PATCH", torchvision)
         try:
             parsed = Version(pin)
         except InvalidVersion:
@@ -361,7 +443,60 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
             raise r.fail("pin", "must be an exact release MAJOR.MINOR.PATCH", pin)
         if f"{parsed.major}.{parsed.minor}" != label:
             raise r.fail("pin", f"does not belong to version {label!r}", pin)
-        out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs))
+        out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs, torchvision))
+    return tuple(out)
+
+
+def _exact(pin: str) -> bool:
+    """An exact release MAJOR.MINOR.PATCH (no local part, no dev release, no wildcard)."""
+    try:
+        parsed = Version(pin)
+    except InvalidVersion:
+        return False
+    return not (parsed.local or parsed.is_devrelease or "*" in pin or len(parsed.release) < 3)
+
+
+def _downstream(
+    path: Path, doc: dict[str, Any], torch: tuple[Version_, ...]
+) -> tuple[Downstream, ...]:
+    """The ``[[downstream]]`` groups: each pins its libraries exactly and names core or extended
+    torch versions that have a torchvision; a torch belongs to one group at most."""
+    labels = {t.label: t for t in torch}
+    owner: dict[str, str] = {}
+    out: list[Downstream] = []
+    for i, entry in enumerate(doc.get("downstream", [])):
+        r = _Reader(path, f"downstream[{i}]", entry, ("name", "torch", "requirements", "about"))
+        name = r.get("name", str)
+        if not _GROUP.match(name):
+            raise r.fail("name", "must be letters, digits and dots, e.g. '2024.12'", name)
+        if any(g.name == name for g in out):
+            raise r.fail("name", "is the name of another downstream group", name)
+        chosen = r.strings("torch")
+        if not chosen:
+            raise r.fail("torch", "must list the torch versions the group is installed with", [])
+        for j, label in enumerate(chosen):
+            version = labels.get(label)
+            if version is None:
+                raise r.fail(f"torch[{j}]", f"unknown torch value; known: {list(labels)}", label)
+            if not version.torchvision:
+                raise r.fail(
+                    f"torch[{j}]",
+                    "has no torchvision pin (add torchvision = '...' to its [[torch]] entry)",
+                    label,
+                )
+            if label in owner:
+                raise r.fail(
+                    f"torch[{j}]", f"is already in downstream group {owner[label]!r}", label
+                )
+            owner[label] = name
+        requirements = _requirements(r, "requirements")
+        if not requirements:
+            raise r.fail("requirements", "must pin the group's libraries", [])
+        for j, item in enumerate(requirements):
+            specifiers = list(Requirement(item).specifier)
+            if len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in item:
+                raise r.fail(f"requirements[{j}]", "must be an exact pin name==version", item)
+        out.append(Downstream(name, chosen, requirements, r.get("about", str, "")))
     return tuple(out)
 
 
@@ -469,7 +604,9 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         raise MatrixSpecError(path, "<file>", f"is not valid TOML: {exc}") from None
     except OSError as exc:
         raise MatrixSpecError(path, "<file>", f"cannot be read: {exc.strerror}") from None
-    _Reader(path, "", doc, ("run", "torch", "torchao", "backends", "exclude", "xfail"))
+    _Reader(
+        path, "", doc, ("run", "torch", "torchao", "backends", "downstream", "exclude", "xfail")
+    )
 
     run = _Reader(
         path,
@@ -483,6 +620,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
             "reruns",
             "peer_requirements",
             "peer_tiers",
+            "downstream_tests",
         ),
     )
     python = run.strings("python")
@@ -502,6 +640,9 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     for i, tier in enumerate(peer_tiers):
         if tier not in TIERS:
             raise run.fail(f"peer_tiers[{i}]", f"must be one of {list(TIERS)}", tier)
+    downstream_tests = run.get("downstream_tests", str, "tests/downstream")
+    if not downstream_tests.startswith("tests/"):
+        raise run.fail("downstream_tests", "must be a folder under tests/", downstream_tests)
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
@@ -509,6 +650,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
     backends = _backends(path, doc)
+    downstream = _downstream(path, doc, torch)
     labels = [t.label for t in torch]
     for i, a in enumerate(torchao):
         for j, label in enumerate(a.pairs):
@@ -529,6 +671,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         "torchao": [v.label for v in torchao],
         "backend": list(backends),
     }
+    selectable = {**axes, "downstream": [g.name for g in downstream]}
 
     d = _Reader(path, "run.default_cell", run.get("default_cell", dict), axes)
     for axis, known in axes.items():
@@ -540,9 +683,15 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     exclusions = []
     pairs = [(t, a) for t in torch for a in torchao if paired(t, a)]
     for i, entry in enumerate(doc.get("exclude", [])):
-        r = _Reader(path, f"exclude[{i}]", entry, (*axes, "reason"))
-        where = _selector(r, axes)
-        if not any(where.matches(t.label, a.label, b) for t, a in pairs for b in backends):
+        r = _Reader(path, f"exclude[{i}]", entry, (*selectable, "reason"))
+        where = _selector(r, selectable)
+        groups = [None, *(g.name for g in downstream)]
+        if not any(
+            where.matches(t.label, a.label, b, g)
+            for t, a in pairs
+            for b in backends
+            for g in groups
+        ):
             raise MatrixSpecError(
                 path,
                 f"exclude[{i}]",
@@ -553,15 +702,29 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
 
     xfails = []
     for i, entry in enumerate(doc.get("xfail", [])):
-        r = _Reader(path, f"xfail[{i}]", entry, (*axes, "tests", "reason", "strict"))
+        r = _Reader(path, f"xfail[{i}]", entry, (*selectable, "tests", "reason", "strict"))
         tests = r.strings("tests")
         if not tests or any(not t.startswith("tests/") for t in tests):
             raise r.fail(
                 "tests", "must list pytest node-id patterns starting with 'tests/'", list(tests)
             )
+        where = _selector(r, selectable)
+        home = downstream_tests.rstrip("/") + "/"
+        for j, pattern in enumerate(tests):
+            if pattern.startswith(home) != bool(where.downstream):
+                raise r.fail(
+                    f"tests[{j}]",
+                    f"a downstream cell runs {home} only: an entry lists its tests if and only if "
+                    "it names downstream groups",
+                    pattern,
+                )
         xfails.append(
             ExpectedFailure(
-                tests, _selector(r, axes), _reason(r), r.get("strict", bool, True), f"xfail[{i}]"
+                tests,
+                where,
+                _reason(r),
+                r.get("strict", bool, True),
+                f"xfail[{i}]",
             )
         )
 
@@ -579,6 +742,8 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         reruns,
         peer_requirements,
         peer_tiers,
+        downstream,
+        downstream_tests,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

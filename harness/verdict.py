@@ -1,11 +1,11 @@
 """The verdict of a run: every cell that should have run, each with its record or "no record".
 
-What should have run comes from, in this order: the ``--tier`` / ``--backend`` filters given to
-the report or the gate (cells of matrix.toml, the same selection ``python -m harness.gha``
-makes); else the run's manifest ``reports/run.json`` (written by ``nox -s matrix``); else the
-core tier of matrix.toml on every backend. A cell in that list without a readable record of
-its own is shown as ``no-record``, which is bad: a lost result never passes. Records of cells
-outside the list are left out. Standard library only.
+What should have run comes from, in this order: the ``--tier`` / ``--backend`` / ``--cell``
+filters given to the report or the gate (cells of matrix.toml, the same selection ``python -m
+harness.gha`` makes); else the run's manifest ``reports/run.json`` (written by ``nox -s
+matrix``); else the core tier of matrix.toml on every backend. A cell in that list without a
+readable record of its own is shown as ``no-record``, which is bad: a lost result never passes.
+Records of cells outside the list are left out. Standard library only.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ def expected(
     matrix_path: Path | None = None,
     tiers: Sequence[str] = (),
     backends: Sequence[str] = (),
+    patterns: Sequence[str] = (),
 ) -> Expected:
     manifest_path = reports / paths.RUN_FILE
-    if not tiers and not backends and manifest_path.is_file():
+    if not tiers and not backends and not patterns and manifest_path.is_file():
         run = json.loads(manifest_path.read_text())
         return Expected(list(run["cells"]), f"the run's manifest ({paths.RUN_FILE})", run)
     matrix = spec.load(matrix_path or paths.matrix_path())
@@ -45,8 +46,10 @@ def expected(
     if unknown:
         raise ValueError(f"unknown backend {unknown[0]!r}; accepted: {sorted(matrix.backends)}")
     chosen = list(tiers) or ["core"]
-    selection = select(matrix, chosen, list(backends), probe_host=False)
+    selection = select(matrix, chosen, list(backends), probe_host=False, patterns=patterns)
     where = f"matrix.toml, tier {'+'.join(chosen)}, backend {'+'.join(backends) or 'all'}"
+    if patterns:
+        where += f", cells {' '.join(patterns)}"
     return Expected([cell_entry(c) for c in selection.cells], where)
 
 
@@ -59,6 +62,7 @@ def _no_record(entry: dict[str, Any], why: str) -> dict[str, Any]:
         entry["torchao"],
         entry["backend"],
         list(entry.get("pins", [])),
+        entry.get("group"),
         status="no-record",
         reason=f"no record: {why}",
     )

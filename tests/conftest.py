@@ -48,16 +48,34 @@ def _current_cell() -> dict[str, Any]:
 
     matrix = spec.load()
     torch_label, ao_label = _label(_version("torch")), _label(_version("torchao"))
-    found = matrix.find_cell(torch_label, ao_label, "cpu")
-    xfails = matrix.xfails_for(torch_label, ao_label, "cpu") if found else []
+    group = _installed_group(matrix)
+    found = matrix.find_cell(torch_label, ao_label, "cpu", group)
+    xfails = matrix.xfails_for(torch_label, ao_label, "cpu", group) if found else []
     return {
         "id": found.id if found else f"local-torch{torch_label}-ao{ao_label}",
         "torch": torch_label,
         "torchao": ao_label,
         "backend": None,  # a local run exercises every backend the machine exposes
         "python": None,
+        "downstream": group,
         "xfails": [x.as_record() for x in xfails],
     }
+
+
+def _installed_group(matrix: Any) -> str | None:
+    """The downstream group whose pins are all installed here (a local run of tests/downstream
+    in a venv made from one), else None."""
+    from packaging.requirements import Requirement
+
+    def installed(requirement: str) -> bool:
+        pin = Requirement(requirement)
+        version = _version(pin.name)
+        return version is not None and pin.specifier.contains(version, prereleases=True)
+
+    for group in matrix.downstream:
+        if all(installed(r) for r in group.requirements):
+            return str(group.name)
+    return None
 
 
 CELL = _current_cell()

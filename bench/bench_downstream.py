@@ -1,0 +1,219 @@
+"""The cost of compat's downstream integrations, side by side with the libraries alone, one run.
+
+    python bench/bench_downstream.py        # in a downstream cell's venv (accelerate, open_clip)
+
+Cases:
+
+* ``cpu_offload``: ``accelerate.cpu_offload(model, execution_device="cpu")`` and one forward of a
+  TorchAO int8 weight-only model, alone ("peer") and inside
+  ``compat.integrations.accelerate.patch()`` ("ours"; every weight move of the hooks goes through
+  ``compat.set_module_tensor``). Two models: the downstream tests' MLP (64-64-16) and a wider one
+  (8 x 1024). Building and quantizing the model is outside the timed region. Target (issue 22):
+  ours / peer <= 1.05. Where accelerate alone cannot offload TorchAO weights (accelerate 1.2.1
+  with TorchAO >= 0.7) the peer is a plain model of the same shapes, and the record says so.
+* ``open_clip_meta``: ``open_clip.create_model("ViT-B-32")`` on meta. "ours":
+  ``compat.init_on_device("meta")``, the factory unchanged (its ``model.to(device)`` kept on meta
+  by compat's function mode). "peer": the same context with ``device="meta"`` passed and the mode
+  switched off, which isolates what the mode costs. Also reported: torch's own
+  ``with torch.device("meta")`` + ``device="meta"``. Target: ours / peer <= 1.10.
+
+Time: median of ``REPS`` alternating runs (garbage collected before each), ratios of medians.
+Writes reports/bench/downstream.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "reports" / "bench" / "downstream.json"
+sys.path.insert(0, str(ROOT))
+
+import compat  # noqa: E402
+from compat import meta as compat_meta  # noqa: E402
+from compat.integrations import accelerate as compat_accelerate  # noqa: E402
+
+REPS = 15
+OFFLOAD_TARGET = 1.05
+META_TARGET = 1.10
+
+
+def _quantize(model: nn.Module) -> nn.Module:
+    import torchao.quantization as q
+
+    config = getattr(q, "Int8WeightOnlyConfig", None)  # TorchAO >= 0.9; factories before
+    scheme = config() if config is not None else q.int8_weight_only()
+    q.quantize_(model, scheme)
+    return model
+
+
+def small() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16))
+
+
+def wide() -> nn.Module:
+    layers: list[nn.Module] = []
+    for _ in range(8):
+        layers += [nn.Linear(1024, 1024), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def _time(setup: Callable[[], Any], run: Callable[[Any], Any]) -> float:
+    state = setup()
+    gc.collect()
+    start = time.perf_counter()
+    run(state)
+    return time.perf_counter() - start
+
+
+def _pair(
+    ours: tuple[Callable[[], Any], Callable[[Any], Any]],
+    peer: tuple[Callable[[], Any], Callable[[Any], Any]],
+) -> dict[str, Any]:
+    """Alternating runs of both, one warm-up each; medians in ms and their ratio."""
+    _time(*ours), _time(*peer)
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(REPS):
+        a.append(_time(*ours))
+        b.append(_time(*peer))
+    mine, theirs = statistics.median(a), statistics.median(b)
+    return {
+        "ours_ms": round(mine * 1e3, 3),
+        "peer_ms": round(theirs * 1e3, 3),
+        "ratio": round(mine / theirs, 3),
+        "ours_all_ms": [round(x * 1e3, 3) for x in a],
+        "peer_all_ms": [round(x * 1e3, 3) for x in b],
+    }
+
+
+def offload_cases() -> dict[str, Any]:
+    from accelerate import cpu_offload
+
+    out: dict[str, Any] = {}
+    for name, build, x in (
+        ("mlp_64", small, torch.randn(4, 64)),
+        ("mlp_8x1024", wide, torch.randn(4, 1024)),
+    ):
+
+        def fresh(build: Callable[[], nn.Module] = build) -> nn.Module:
+            torch.manual_seed(0)
+            return _quantize(build()).eval()
+
+        def offload_and_run(model: nn.Module, x: torch.Tensor = x) -> None:
+            with torch.no_grad():
+                cpu_offload(model, execution_device="cpu")(x)
+
+        def patched(model: nn.Module, x: torch.Tensor = x) -> None:
+            with compat_accelerate.patch():
+                offload_and_run(model, x)
+
+        peer_build, note = fresh, "accelerate alone, the same TorchAO model"
+        try:
+            offload_and_run(fresh())
+        except AttributeError as exc:  # accelerate 1.2.1 with TorchAO >= 0.7: layout_tensor
+            note = f"accelerate alone cannot offload TorchAO weights here ({exc}); peer: plain"
+
+            def peer_build(build: Callable[[], nn.Module] = build) -> nn.Module:
+                torch.manual_seed(0)
+                return build().eval()
+
+        out[name] = {**_pair((fresh, patched), (peer_build, offload_and_run)), "peer": note}
+        out[name]["target"] = OFFLOAD_TARGET
+        out[name]["met"] = out[name]["ratio"] <= OFFLOAD_TARGET
+    return out
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@contextlib.contextmanager
+def _without_mode() -> Iterator[None]:
+    """compat's meta context with its function mode switched off (the mode's own cost)."""
+    keep = compat_meta._KeepMeta
+    compat_meta._KeepMeta = contextlib.nullcontext  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        compat_meta._KeepMeta = keep  # type: ignore[misc]
+
+
+def meta_cases() -> dict[str, Any]:
+    import open_clip
+
+    def build_ours(_: None) -> None:
+        with _quiet(), compat.init_on_device("meta"):
+            open_clip.create_model("ViT-B-32")
+
+    def build_peer(_: None) -> None:
+        with _quiet(), _without_mode(), compat.init_on_device("meta"):
+            open_clip.create_model("ViT-B-32", device="meta")
+
+    def build_torch(_: None) -> None:
+        with _quiet(), torch.device("meta"):
+            open_clip.create_model("ViT-B-32", device="meta")
+
+    def nothing() -> None:
+        return None
+
+    result = _pair((nothing, build_ours), (nothing, build_peer))
+    result["torch_device_meta_ms"] = _pair((nothing, build_torch), (nothing, build_peer))["ours_ms"]
+    result["target"] = META_TARGET
+    result["met"] = result["ratio"] <= META_TARGET
+    return result
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def main() -> int:
+    torch.set_num_threads(1)  # the machine is shared: one thread makes runs comparable
+    results: dict[str, Any] = {
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"python": platform.python_version(), "cpus": torch.get_num_threads()},
+        "installed": {
+            d: _version(d) for d in ("torch", "torchao", "accelerate", "open_clip_torch")
+        },
+        "method": f"median of {REPS} alternating runs, gc before each, one thread",
+        "cpu_offload": offload_cases(),
+        "open_clip_meta": meta_cases(),
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    for name, case in results["cpu_offload"].items():
+        print(f"cpu_offload {name}: {case['ours_ms']} ms vs {case['peer_ms']} ms = {case['ratio']}")
+    m = results["open_clip_meta"]
+    print(f"open_clip meta: {m['ours_ms']} ms vs {m['peer_ms']} ms = {m['ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

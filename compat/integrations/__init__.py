@@ -1,0 +1,11 @@
+"""Drop-ins that let a downstream library's own code run on compat's rules, unchanged.
+
+Each integration is a module named after the library it serves and imports that library only
+when the module itself is imported: ``import compat`` never imports any of them.
+
+- :mod:`compat.integrations.accelerate`: ``set_module_tensor_to_device`` with accelerate's
+  signature and meaning, built on :func:`compat.set_module_tensor`, and ``patch()``, which routes
+  accelerate's own hooks, offload and dispatch paths through it.
+"""
+
+__all__: list[str] = []

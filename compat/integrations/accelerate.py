@@ -1,0 +1,352 @@
+"""accelerate's ``set_module_tensor_to_device``, on compat's moves, and a patch that routes
+accelerate's own calls through it.
+
+Why: accelerate's function rebuilds some tensor subclasses from their private fields. accelerate
+1.2.1 rebuilds TorchAO's ``AffineQuantizedTensor`` from ``layout_tensor``, a field TorchAO 0.7
+renamed to ``tensor_impl`` (pytorch/ao #1046), so ``cpu_offload``, ``dispatch_model`` and
+checkpoint loading of TorchAO weights raise AttributeError (diffusers #10470); accelerate >= 1.7
+stores a moved TorchAO weight without re-wrapping it as a parameter. Here every move goes
+through :func:`compat.set_module_tensor` (public ``.to()`` and ``nn.Parameter`` only), so the same
+accelerate code works on every accelerate release whose call sites :func:`patch` knows, with any
+TorchAO release.
+
+    from compat.integrations import accelerate as compat_accelerate
+
+    with compat_accelerate.patch():
+        model = accelerate.cpu_offload(model, execution_device="cpu")
+        out = model(x)
+
+accelerate is imported only when this module is imported (never by ``import compat``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from types import ModuleType, TracebackType
+from typing import Any, Final
+
+import torch
+from torch import nn
+
+from compat import params as _params
+from compat._messages import show, type_name
+from compat.device import normalize_device
+
+__all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_to_device"]
+
+NAME: Final = "set_module_tensor_to_device"
+# Where accelerate binds the function by name, each a copy that must be replaced on its own: the
+# defining module, the ``accelerate.utils`` re-export (what transformers, diffusers and peft
+# import), and the two modules that import it by name (read in every release from 1.2.1 to 1.15.0).
+CALL_SITES: Final = (
+    "accelerate.utils.modeling",
+    "accelerate.utils",
+    "accelerate.hooks",
+    "accelerate.utils.bnb",
+)
+# The parameter lists accelerate's function has had: 1.2.1-1.8 and 1.9+ (non_blocking, clear_cache).
+_KNOWN_SIGNATURES: Final = (
+    ("module", "tensor_name", "device", "value", "dtype", "fp16_statistics", "tied_params_map"),
+    (
+        "module",
+        "tensor_name",
+        "device",
+        "value",
+        "dtype",
+        "fp16_statistics",
+        "tied_params_map",
+        "non_blocking",
+        "clear_cache",
+    ),
+)
+# bitsandbytes parameters quantize when they reach an accelerator: accelerate's own code does that
+# (the class's constructor and .to() are the quantizer), so it keeps handling them.
+_QUANTIZING_PARAMETERS: Final = frozenset({"Int8Params", "FP4Params", "Params4bit"})
+_NEVER_CAST = ("torch.uint", "torch.int", "torch.bool")  # value dtypes accelerate never casts
+
+
+class AccelerateVersionError(RuntimeError):
+    """The installed accelerate binds ``set_module_tensor_to_device`` somewhere :func:`patch`
+    does not know, or with a parameter list it does not implement; nothing was patched."""
+
+
+# --- the function --------------------------------------------------------------------------------
+
+
+def _accelerate_original() -> Callable[..., Any]:
+    """accelerate's own function (the one a patch replaced, or the one in place)."""
+    if _ORIGINAL:
+        return _ORIGINAL[-1]
+    modeling = importlib.import_module("accelerate.utils.modeling")
+    function: Callable[..., Any] = getattr(modeling, NAME)
+    return function
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    """``data_ptr()`` as accelerate keys its tied-parameter map, or None where it means nothing:
+    a meta tensor and a wrapper subclass (0, or an error) would all share one key."""
+    if t.device.type == "meta" or not _params.is_plain(t):
+        return None
+    try:
+        ptr = int(t.data_ptr())
+    except RuntimeError:
+        return None
+    return ptr or None
+
+
+def _tied(
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+    tensor: torch.Tensor | None,
+    device: Any,
+) -> torch.Tensor | None:
+    if tied_params_map is None or tensor is None:
+        return None
+    key = _storage_key(tensor)
+    if key is None:
+        return None
+    return tied_params_map.get(key, {}).get(device)
+
+
+def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """accelerate documents ``dtype`` as a ``torch.dtype`` or its name (``"float16"``)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        found = getattr(torch, dtype.removeprefix("torch."), None)
+        if isinstance(found, torch.dtype):
+            return found
+    raise TypeError(
+        f"dtype must be a torch.dtype, its name or None; got {show(dtype)}; accepted: e.g. "
+        "torch.float16 or 'float16'"
+    )
+
+
+def set_module_tensor_to_device(
+    module: nn.Module,
+    tensor_name: str,
+    device: int | str | torch.device,
+    value: torch.Tensor | None = None,
+    dtype: str | torch.dtype | None = None,
+    fp16_statistics: torch.Tensor | None = None,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+    non_blocking: bool = False,
+    clear_cache: bool = True,
+) -> None:
+    """accelerate's ``set_module_tensor_to_device`` (same signature, same meaning), with every move
+    made by :func:`compat.set_module_tensor`.
+
+    As in accelerate (1.2.1 to 1.15.0):
+
+    * ``tensor_name`` is dotted; ``value`` (if given) replaces the tensor and must have its shape;
+      without ``value`` the tensor itself moves (a meta tensor needs a ``value`` to leave meta:
+      ValueError). Moving to ``"meta"`` drops the data (the offload hooks' ``post_forward``).
+    * ``dtype=None`` casts ``value`` to the old tensor's dtype (as ``load_state_dict`` does); a
+      given ``dtype`` (a ``torch.dtype`` or its name) casts ``value``, except integer and bool
+      values; without ``value`` a ``dtype`` applies only to a move to meta.
+    * ``tied_params_map`` (``{data_ptr: {device: tensor}}``, built by ``dispatch_model``): a
+      tensor whose storage already has a copy on ``device`` gets that copy (no new memory), and a
+      new copy is recorded for the next owner. Keys are read for tensors with storage only: a meta
+      tensor or a wrapper subclass (TorchAO) has no meaningful ``data_ptr()``, so it never matches
+      another's entry (accelerate would match them all on key 0).
+    * ``fp16_statistics`` becomes the new parameter's ``SCB`` (bitsandbytes int8 statistics).
+    * ``clear_cache`` empties the accelerator's cache after a move to an accelerator.
+    * Returns None. bitsandbytes parameters (``Int8Params``, ``FP4Params``, ``Params4bit``), which
+      quantize when they reach an accelerator, are handed to accelerate's own function.
+
+    Unlike accelerate: the parameter keeps its class (a TorchAO tensor stays one, on every TorchAO
+    release), stays an ``nn.Parameter`` with its ``requires_grad`` and Python attributes, and keeps
+    its identity when the swap is possible (optimizers and ties see the move); ``device`` goes
+    through :func:`compat.normalize_device`, so an int means the same accelerator on every torch;
+    a refused move raises :class:`compat.TensorMoveError` with the module unchanged.
+    """
+    owner, leaf, kind, old = _params._resolve(module, tensor_name)
+    if old is None:
+        raise ValueError(
+            f"{kind} {tensor_name!r} is registered as None, so there is nothing to move; accepted: "
+            "a name whose entry holds a tensor"
+        )
+    if type(old).__name__ in _QUANTIZING_PARAMETERS:
+        _accelerate_original()(
+            module,
+            tensor_name,
+            device,
+            value,
+            dtype,
+            fp16_statistics,
+            tied_params_map,
+            *((non_blocking, clear_cache) if (non_blocking, clear_cache) != (False, True) else ()),
+        )
+        return
+    wanted = _as_dtype(dtype)
+    for source in (value, old):
+        shared = _tied(tied_params_map, source, device)
+        if shared is not None:
+            registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
+            registry[leaf] = shared
+            return
+    target = normalize_device(device)
+    if target is None:
+        raise TypeError(
+            f"device must name a device; got {show(device)}; accepted: an int, a device string "
+            "such as 'cpu', 'cuda:0' or 'meta', or a torch.device"
+        )
+    if old.device.type == "meta" and target.type != "meta" and value is None:
+        raise ValueError(
+            f"{kind} {tensor_name!r} is on the meta device and has no data to move to {target}; "
+            "accepted: pass value= with its real tensor"
+        )
+    given = value
+    cast: torch.dtype | None = None
+    if value is not None:
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"value for {tensor_name!r} must be a torch.Tensor (or None); got "
+                f"{type_name(value)}"
+            )
+        if wanted is None:
+            cast = old.dtype
+        elif not str(value.dtype).startswith(_NEVER_CAST):
+            cast = wanted
+    elif wanted is not None and target.type == "meta":
+        cast = None if str(old.dtype).startswith(_NEVER_CAST) else wanted
+    source = old if value is None else value
+    subclass_cast = None
+    if cast is not None and source.dtype != cast:
+        if _params.is_plain(source):
+            # a plain tensor is cast to any dtype, as accelerate casts it; a parameter that
+            # requires grad then refuses a non-floating one (ValueError)
+            value = source.to(device=target, dtype=cast, non_blocking=non_blocking)
+        elif _params.can_require_grad(cast):
+            subclass_cast = cast  # a subclass: compat's cast checks that its .to() honoured it
+    with torch.no_grad():
+        installed = _params.set_module_tensor(
+            module,
+            tensor_name,
+            target,
+            value=value,
+            dtype=subclass_cast,
+            non_blocking=non_blocking,
+        )
+    if fp16_statistics is not None and kind == "parameter":
+        installed.SCB = fp16_statistics.to(target, non_blocking=non_blocking)  # type: ignore[attr-defined]
+    if clear_cache and target.type not in ("cpu", "meta"):
+        memory = importlib.import_module("accelerate.utils.memory")
+        memory.clear_device_cache()
+    if tied_params_map is not None:
+        for source_tensor in (old, given):
+            key = None if source_tensor is None else _storage_key(source_tensor)
+            if key is not None and key in tied_params_map:
+                tied_params_map[key].setdefault(device, installed)
+                break
+
+
+# --- the patch -----------------------------------------------------------------------------------
+
+# accelerate's function while a patch is installed (a stack: patches nest)
+_ORIGINAL: list[Callable[..., Any]] = []
+
+
+def _is_ours(obj: object) -> bool:
+    return obj is set_module_tensor_to_device
+
+
+def _check_signature(function: Callable[..., Any], version: str) -> None:
+    names = tuple(inspect.signature(function).parameters)
+    if names not in _KNOWN_SIGNATURES:
+        raise AccelerateVersionError(
+            f"accelerate {version}'s {NAME} takes {names}, a parameter list compat does not "
+            f"implement; accepted: {' or '.join(map(str, _KNOWN_SIGNATURES))} (accelerate 1.2.1 "
+            "to 1.15.0); nothing was patched"
+        )
+
+
+def _bindings(original: Callable[..., Any]) -> Iterator[tuple[str, str]]:
+    """``(module, attribute)`` of every loaded accelerate module bound to ``original``."""
+    for name, loaded in list(sys.modules.items()):
+        if not isinstance(loaded, ModuleType) or not (
+            name == "accelerate" or name.startswith("accelerate.")
+        ):
+            continue
+        for attr, value in list(vars(loaded).items()):
+            if value is original:
+                yield name, attr
+
+
+class patch:  # lower case: used like a function, `with patch():`
+    """Route accelerate's own calls of ``set_module_tensor_to_device`` through
+    :func:`set_module_tensor_to_device` (its hooks: ``cpu_offload``, ``disk_offload``,
+    ``dispatch_model``; its loaders: ``load_checkpoint_in_model``,
+    ``load_checkpoint_and_dispatch``; ``accelerate.utils.set_module_tensor_to_device`` itself).
+
+    ``with patch():`` installs on entry and restores every replaced name on exit, also when the
+    block raises; ``p = patch(); p.install(); ...; p.uninstall()`` does the same by hand.
+    Patches nest. Hooks attached before the patch run through it as well: they look the
+    function up when they run.
+
+    Refuses, with :class:`AccelerateVersionError` and nothing patched, an accelerate whose
+    function has a parameter list compat does not implement, or that binds it in a module
+    outside :data:`CALL_SITES` (a call site compat does not know, so could not reach). Other
+    libraries' own copies (``from accelerate.utils import set_module_tensor_to_device`` in
+    transformers 4.x or diffusers) are theirs and are not replaced.
+    """
+
+    def __init__(self) -> None:
+        self._replaced: list[tuple[ModuleType, Callable[..., Any]]] = []
+
+    def install(self) -> patch:
+        if self._replaced:
+            raise RuntimeError("this patch is already installed; call uninstall() first")
+        accelerate = importlib.import_module("accelerate")
+        version = str(getattr(accelerate, "__version__", "unknown"))
+        sites = [importlib.import_module(name) for name in CALL_SITES]
+        current = [getattr(site, NAME, None) for site in sites]
+        missing = [n for n, f in zip(CALL_SITES, current, strict=True) if f is None]
+        if missing:
+            raise AccelerateVersionError(
+                f"accelerate {version} has no {NAME} in {', '.join(missing)}; compat knows the "
+                f"call sites {', '.join(CALL_SITES)} (accelerate 1.2.1 to 1.15.0); nothing was "
+                "patched"
+            )
+        original = getattr(sites[0], NAME)
+        if _is_ours(original):
+            original = _accelerate_original()
+        _check_signature(original, version)
+        unknown = sorted(
+            f"{name}.{attr}"
+            for name, attr in _bindings(original)
+            if name not in CALL_SITES or attr != NAME
+        )
+        if unknown:
+            raise AccelerateVersionError(
+                f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site compat "
+                f"does not know; accepted: {', '.join(CALL_SITES)} (accelerate 1.2.1 to "
+                "1.15.0); nothing was patched"
+            )
+        for site, function in zip(sites, current, strict=True):
+            assert function is not None
+            self._replaced.append((site, function))
+            setattr(site, NAME, set_module_tensor_to_device)
+        _ORIGINAL.append(original)
+        return self
+
+    def uninstall(self) -> None:
+        if not self._replaced:
+            return
+        for site, function in reversed(self._replaced):
+            setattr(site, NAME, function)
+        self._replaced.clear()
+        _ORIGINAL.pop()
+
+    def __enter__(self) -> patch:
+        return self.install()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.uninstall()

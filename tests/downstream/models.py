@@ -1,0 +1,97 @@
+"""Small models of the downstream libraries, built from local configs (nothing is downloaded), and
+the quantized model the accelerate scenarios offload."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from tests import torchao_api
+
+# int8 weight-only: the TorchAO scheme of the seed (diffusers #10470) that runs on every CPU
+SEED = 0
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence the libraries' chatter ("No pretrained weights loaded", config warnings)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def mlp() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16))
+
+
+def quantized_mlp() -> nn.Sequential:
+    """The same int8 weight-only quantized model on every call (same seed, same values)."""
+    torch.manual_seed(SEED)
+    model = mlp()
+    torchao_api.quantize_(model, torchao_api.int8_weight_only())
+    return model.eval()
+
+
+def mlp_input() -> torch.Tensor:
+    return torch.randn(4, 64, generator=torch.Generator().manual_seed(1))
+
+
+def gpt2_config() -> Any:
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32, bos_token_id=0,
+        eos_token_id=0,
+    )  # fmt: skip
+
+
+def gpt2() -> Any:
+    """A tiny GPT-2 language model: its lm_head is tied to the token embedding."""
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(SEED)
+    with quiet():
+        return GPT2LMHeadModel(gpt2_config()).eval()
+
+
+def bert() -> Any:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(SEED)
+    config = BertConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=37,
+        vocab_size=99,
+    )  # fmt: skip
+    with quiet():
+        return BertModel(config).eval()
+
+
+def token_ids(vocab: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (2, 7), generator=torch.Generator().manual_seed(2))
+
+
+UNET = {
+    "sample_size": 8,
+    "in_channels": 3,
+    "out_channels": 3,
+    "layers_per_block": 1,
+    "block_out_channels": (32, 64),
+    "norm_num_groups": 8,
+    "down_block_types": ("DownBlock2D", "AttnDownBlock2D"),
+    "up_block_types": ("AttnUpBlock2D", "UpBlock2D"),
+}
+
+
+def unet_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(3)), torch.tensor([10])
