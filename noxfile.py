@@ -78,11 +78,14 @@ def _run_group(session: nox.Session, cells: list[Cell]) -> None:
 
 def _group_session(name: str, cells: list[Cell]) -> None:
     first = cells[0]
+    # a downstream group's sessions are picked by -t downstream / -t ds<group>, not by the
+    # axis tags of compat's own suite (-t torch2.5 / -t ao0.7 stay compat's cells)
+    axis = f"ds{first.group}" if first.group else f"torch{first.torch.label}"
 
     @nox.session(
         name=name,
         python=first.python,
-        tags=["matrix", first.tier, f"torch{first.torch.label}", first.backend.name],
+        tags=["matrix", first.tier, axis, first.backend.name],
         default=False,
         allow_parallel=True,  # one venv per group: groups never share files
     )
@@ -94,10 +97,15 @@ def _group_session(name: str, cells: list[Cell]) -> None:
 
 
 def _cell_session(cell: Cell) -> None:
+    pair = f"torch{cell.torch.label}-ao{cell.torchao.label}"
+    tags = [f"ao{cell.torchao.label}", pair]
+    if cell.group:
+        tags = [f"ds{cell.group}", f"{pair}-ds{cell.group}"]
+
     @nox.session(
         name=runner.cell_name(cell),
         python=cell.python,
-        tags=["cell", f"ao{cell.torchao.label}", f"torch{cell.torch.label}-ao{cell.torchao.label}"],
+        tags=["cell", *tags],
         default=False,
     )
     def one(session: nox.Session) -> None:

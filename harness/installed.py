@@ -435,7 +435,13 @@ def run_installed(
                     detection.python,
                     outdir,
                     [],  # nothing is installed
-                    cell_pytest_args(cell, outdir, reruns=matrix.reruns),
+                    cell_pytest_args(
+                        cell,
+                        outdir,
+                        matrix.test_paths(cell)[0],
+                        matrix.reruns,
+                        matrix.test_paths(cell)[1],
+                    ),
                     [x.as_record() for x in xfails],
                     env=environment["backend_env"],
                     cwd=matrix.root,

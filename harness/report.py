@@ -126,6 +126,8 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
         "absent": absent,
         "controls": controls(cells),
         "drift": [],  # filled by the sections below
+        "downstream": [],
+        "downstream_scenarios": [],
         "trackers": [],
         "probes": {},
         "totals": {

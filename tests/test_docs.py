@@ -22,14 +22,20 @@ def test_nothing_cites_files_outside_the_repository() -> None:
     assert found == [], f"cite docs/upstream-bugs.md (in the repository) instead: {found}"
 
 
+TRACKER_FILES = [
+    ROOT / "tests" / "upstream" / "test_trackers.py",
+    *sorted((ROOT / "tests" / "downstream").glob("test_*.py")),
+]
+
+
 def tracker_tests() -> set[str]:
-    tree = ast.parse((ROOT / "tests" / "upstream" / "test_trackers.py").read_text())
     names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            marks = [ast.unparse(d) for d in node.decorator_list]
-            if any(m.startswith("pytest.mark.tracker") for m in marks):
-                names.add(node.name)
+    for path in TRACKER_FILES:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef):
+                marks = [ast.unparse(d) for d in node.decorator_list]
+                if any(m.startswith("pytest.mark.tracker") for m in marks):
+                    names.add(node.name)
     return names
 
 
@@ -40,7 +46,7 @@ def test_every_tracker_is_documented_with_its_link_and_every_documented_tracker_
     assert trackers, "no tracker found"
     assert trackers - documented == set(), "trackers missing from docs/upstream-bugs.md"
     assert documented - trackers == set(), "docs/upstream-bugs.md names trackers that do not exist"
-    source = (ROOT / "tests" / "upstream" / "test_trackers.py").read_text()
+    source = "\n".join(path.read_text() for path in TRACKER_FILES)
     links = re.findall(
         r"(?:https://github\.com/[\w.-]+/[\w.-]+|\{ST\})/((?:pull|issues)/\d+)", source
     )

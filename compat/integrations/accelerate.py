@@ -2,9 +2,9 @@
 accelerate's own calls through it.
 
 Why: accelerate's function rebuilds some tensor subclasses from their private fields. accelerate
-1.2.1 rebuilds TorchAO's ``AffineQuantizedTensor`` from ``layout_tensor``, a field TorchAO 0.7
-renamed to ``tensor_impl`` (pytorch/ao #1046), so ``cpu_offload``, ``dispatch_model`` and
-checkpoint loading of TorchAO weights raise AttributeError (diffusers #10470); accelerate >= 1.7
+1.2.1 rebuilds TorchAO's ``AffineQuantizedTensor`` from its first private field, which TorchAO 0.7
+renamed (pytorch/ao #1046), so ``cpu_offload`` and checkpoint loading of TorchAO weights raise
+AttributeError (diffusers #10470; accelerate 1.3.0 reads the new name); accelerate >= 1.7
 stores a moved TorchAO weight without re-wrapping it as a parameter. Here every move goes
 through :func:`compat.set_module_tensor` (public ``.to()`` and ``nn.Parameter`` only), so the same
 accelerate code works on every accelerate release whose call sites :func:`patch` knows, with any

@@ -1,7 +1,7 @@
 """accelerate with TorchAO weights, alone and through ``compat.integrations.accelerate``.
 
 Seed: accelerate <= 1.2.1 rebuilt ``AffineQuantizedTensor`` from ``layout_tensor``, which TorchAO
-0.7 renamed ``tensor_impl`` (pytorch/ao #1028), so sequential CPU offload of TorchAO weights
+0.7 renamed ``tensor_impl`` (pytorch/ao #1046), so sequential CPU offload of TorchAO weights
 raised AttributeError (diffusers #10470; fixed in accelerate 1.3.0 by huggingface/accelerate
 #3332). The alone routes are expected to fail where matrix.toml says so (downstream group 2024.12
 with TorchAO >= 0.7); the compat routes must give bit-identical outputs in every cell.
@@ -243,7 +243,7 @@ def test_tied_params_map_reuses_the_copy_already_on_the_device() -> None:
 def test_meta_without_a_value_is_refused_naming_the_tensor() -> None:
     module = Holder()
     compat_accelerate.set_module_tensor_to_device(module, "inner.bias", "meta")
-    with pytest.raises(ValueError, match="'inner.bias' is on the meta device"):
+    with pytest.raises(ValueError, match=r"'inner\.bias' is on the meta device"):
         compat_accelerate.set_module_tensor_to_device(module, "inner.bias", "cpu")
 
 
@@ -274,11 +274,16 @@ def test_patch_routes_every_call_site_and_restores_them() -> None:
 
 def test_patch_restores_on_error_and_nests() -> None:
     before = bound()
-    with pytest.raises(RuntimeError, match="boom"), compat_accelerate.patch():
+
+    def nested_then_raise() -> None:
         with compat_accelerate.patch():
+            with compat_accelerate.patch():
+                assert bound()[2] is compat_accelerate.set_module_tensor_to_device
             assert bound()[2] is compat_accelerate.set_module_tensor_to_device
-        assert bound()[2] is compat_accelerate.set_module_tensor_to_device
-        raise RuntimeError("boom")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        nested_then_raise()
     assert bound() == before
 
 

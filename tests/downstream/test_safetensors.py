@@ -19,7 +19,7 @@ import torch
 import compat
 from tests.downstream.conftest import scenario
 
-LINK = "https://github.com/huggingface/safetensors/issues/625"
+LINK = "https://github.com/safetensors/safetensors/issues/625"
 TITLE = "load_file(path, device=0) on a machine without an accelerator"
 
 pytestmark = pytest.mark.skipif(
@@ -52,7 +52,7 @@ def names_the_device(error: BaseException) -> bool:
 def test_load_file_on_an_absent_int_device_alone(saved: Path) -> None:
     from safetensors.torch import load_file
 
-    with pytest.raises(Exception) as caught:  # noqa: B017 -- which one is the point
+    with pytest.raises(Exception) as caught:  # which exception varies by torch version
         load_file(saved, device=0)
     assert names_the_device(caught.value), str(caught.value)
 

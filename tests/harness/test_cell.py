@@ -324,3 +324,57 @@ def test_rerun_attempts_do_not_make_the_evidence_disagree(tmp_path: Path) -> Non
         "test_it.py::test_fine": "passed",
         "test_it.py::test_flaky": "passed",
     }
+
+
+SCENARIOS = """
+    import pytest
+
+    about = {"library": "lib", "title": "offload", "link": "https://x.invalid/1"}
+
+    @pytest.mark.scenario(route="alone", **about)
+    @pytest.mark.xfail(strict=True)
+    def test_offload_alone(): assert False
+
+    @pytest.mark.scenario(route="compat", **about)
+    def test_offload_through_compat(): pass
+
+    def test_not_a_scenario(): pass
+"""
+
+
+def test_a_downstream_cell_records_each_scenario_with_its_outcome(tmp_path: Path) -> None:
+    """The real tests/downstream/conftest.py names the scenarios; the cell adds the outcomes."""
+    p = plan(tmp_path, SCENARIOS)
+    conftest = ROOT / "tests" / "downstream" / "conftest.py"
+    (tmp_path / "project" / "conftest.py").write_text(conftest.read_text())
+    result = run_cell(p, echo=None)
+    assert result.status == "passed", result.reason
+    assert result.scenarios == {
+        "test_it.py::test_offload_alone": {
+            "library": "lib",
+            "scenario": "offload",
+            "route": "alone",
+            "link": "https://x.invalid/1",
+            "outcome": "xfailed",
+        },
+        "test_it.py::test_offload_through_compat": {
+            "library": "lib",
+            "scenario": "offload",
+            "route": "compat",
+            "link": "https://x.invalid/1",
+            "outcome": "passed",
+        },
+    }
+    assert read(p)["scenarios"] == result.scenarios
+
+
+def test_scenarios_of_a_cell_without_the_file_or_with_a_bad_one_are_empty(tmp_path: Path) -> None:
+    log = read_reportlog(tmp_path / "absent.jsonl")
+    assert cellmod.scenario_outcomes(tmp_path / "absent.json", log) == {}
+    bad = tmp_path / "scenarios.json"
+    bad.write_text("[1, 2]")
+    assert cellmod.scenario_outcomes(bad, log) == {}
+    bad.write_text('{"t::x": {"library": "l", "scenario": "s", "route": "alone"}, "t::y": 3}')
+    assert cellmod.scenario_outcomes(bad, log) == {
+        "t::x": {"library": "l", "scenario": "s", "route": "alone", "link": "", "outcome": "absent"}
+    }

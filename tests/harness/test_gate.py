@@ -292,3 +292,52 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
     same = make_wheel(tmp_path / "dist2", "tinylib", "1.2", "def answer():\n    return 6 * 7\n")
     assert run(tmp_path / "again", [str(same)]).status == "passed"
     assert gate.main(["check", "--from", str(tmp_path / "again"), "--baseline", str(baseline)]) == 0
+
+
+# --- the downstream tier: an alone scenario's change is the candidate's impact, not compat's ----
+
+DS = "torch2.5-ao0.6-cpu"  # a downstream cell, as the gate sees it (its id is only a key here)
+ALONE = "tests/downstream/test_a.py::test_offload_alone"
+THROUGH = "tests/downstream/test_a.py::test_offload_through_compat"
+
+
+def scenarios(alone: str, through: str) -> dict[str, dict[str, str]]:
+    about = {"library": "accelerate", "scenario": "cpu_offload", "link": ""}
+    return {
+        ALONE: {**about, "route": "alone", "outcome": alone},
+        THROUGH: {**about, "route": "compat", "outcome": through},
+    }
+
+
+def downstream_cell(reports: Path, alone: str, through: str) -> None:
+    e = entry(DS)
+    result = CellResult(DS, "downstream", "3.11", e["torch"], e["torchao"], "cpu", [], "2024.12")
+    result.tests = {ALONE: alone, THROUGH: through}
+    result.status = "failed" if "failed" in (alone, through) else "passed"
+    result.scenarios = scenarios(alone, through)
+    result.write(paths.cell_dir(reports, DS))
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "through", "change", "ok"),
+    [
+        ("passed", "failed", "passed", "breaks without compat", True),
+        ("xfailed", "failed", "passed", "now works", True),
+        ("passed", "failed", "failed", "breaks without compat", False),
+    ],
+    ids=["breaks alone, green through compat", "a known break is fixed", "compat breaks too"],
+)
+def test_a_changed_alone_scenario_is_downstream_impact(
+    tmp_path: Path, before: str, after: str, through: str, change: str, ok: bool
+) -> None:
+    downstream_cell(tmp_path / "base", before, "passed")
+    downstream_cell(tmp_path / "now", after, through)
+    base = gate.snapshot(tmp_path / "base", expect(DS))
+    result = gate.compare(base, gate.snapshot(tmp_path / "now", expect(DS)))
+    (impact,) = [r for r in result["rows"] if r["class"] == "downstream impact"]
+    assert impact["test"] == ALONE and not impact["fatal"]
+    assert change in impact["why"] and impact["through_compat"] == through
+    assert result["ok"] is ok  # compat's own verdict: its route, judged as usual
+    assert [r["test"] for r in result["rows"] if r["fatal"]] == ([] if ok else [THROUGH])
+    md = gate.render_markdown(result)
+    assert "## Downstream impact" in md and "| accelerate | cpu_offload |" in md

@@ -25,22 +25,26 @@ class Run:
         self.reports = reports
         self.entries: list[dict[str, Any]] = []
 
-    def cell(self, torch: str, ao: str, backend: str, status: str, **extra: Any) -> str:
-        cid = f"torch{torch}-ao{ao}-{backend}"
+    def cell(
+        self, torch: str, ao: str, backend: str, status: str, group: str | None = None, **extra: Any
+    ) -> str:
+        cid = f"torch{torch}-ao{ao}-{f'ds{group}-' if group else ''}{backend}"
+        tier = "downstream" if group else "core"
         self.entries.append(
             {
                 "id": cid,
-                "tier": "core",
+                "tier": tier,
                 "python": "3.11",
                 "torch": torch,
                 "torchao": ao,
                 "backend": backend,
+                "group": group,
                 "pins": [f"torch=={torch}.0"],
             }
         )
         if status != "no-record":
             result = CellResult(
-                cid, "core", "3.11", torch, ao, backend, [f"torch=={torch}.0"], status=status
+                cid, tier, "3.11", torch, ao, backend, [f"torch=={torch}.0"], group, status=status
             )
             for key, value in extra.items():
                 setattr(result, key, value)
@@ -224,6 +228,22 @@ def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path)
     assert "FIXED in torch2.3-ao0.7-cpu" in (r.reports / "matrix.md").read_text()
 
 
+def downstream_scenarios(i: int) -> dict[str, dict[str, str]]:
+    """Every library with long scenario titles, each outcome somewhere."""
+    outcomes = ("passed", "xfailed", "failed", "skipped")
+    out = {}
+    for n, library in enumerate(("accelerate", "diffusers", "open_clip", "peft", "safetensors", "transformers")):  # fmt: skip
+        for route in ("alone", "compat"):
+            out[f"tests/downstream/test_{library}.py::test_{route}"] = {
+                "library": library,
+                "scenario": f"a long scenario title of {library}: " + "v" * 120,
+                "route": route,
+                "link": "https://example.invalid/" + "u" * 80,
+                "outcome": outcomes[(i + n + (route == "compat")) % 4],
+            }
+    return out
+
+
 def wide_run(reports: Path) -> Run:
     """The widest report the matrix makes: both tiers' torch and TorchAO versions on one
     backend, long messages, long probe values, controls and trackers in every cell."""
@@ -238,6 +258,8 @@ def wide_run(reports: Path) -> Run:
             cell.torchao.label,
             "cpu",
             status,
+            cell.group,
+            scenarios=downstream_scenarios(i) if cell.group else {},
             counts={"passed": 230, "failed": 1, "xfailed": 9, "skipped": 4},
             reason=("inconsistent evidence: " + "junit.xml lists 0 tests " * 6) if i % 4 else "",
             log_tail="\n".join(f"line {n} " + "y" * 300 for n in range(5)),
@@ -315,3 +337,46 @@ def test_the_readme_screenshot_shows_the_current_page_of_a_real_run() -> None:
 def test_the_readme_screenshot_fits_1400px() -> None:
     page = report.render_html(json.loads((SHOT / "matrix.json").read_text()))
     assert screenshot.overflow(screenshot.layout(page)) == []
+
+
+def test_downstream_cells_have_their_own_grid(tmp_path: Path) -> None:
+    """Library rows, one column per downstream cell: alone and through compat, each coloured;
+    compat's own grid keeps only compat's cells; where a library breaks alone is listed."""
+    r = Run(tmp_path / "reports")
+    r.cell("2.5", "0.7", "cpu", "passed", counts={"passed": 3})
+    about = {"library": "accelerate", "scenario": "cpu_offload", "link": "https://x.invalid/1"}
+    for ao, alone in (("0.6", "passed"), ("0.7", "xfailed")):
+        r.cell(
+            "2.5",
+            ao,
+            "cpu",
+            "passed",
+            "2024.12",
+            scenarios={
+                "t::alone": {**about, "route": "alone", "outcome": alone},
+                "t::compat": {**about, "route": "compat", "outcome": "passed"},
+            },
+        )
+    data = r.write()
+    assert [c for row in data["grids"][0]["rows"] for c in row["cells"]] == ["torch2.5-ao0.7-cpu"]
+    (grid,) = data["downstream"]
+    assert [c["id"] for c in grid["columns"]] == [
+        "torch2.5-ao0.6-ds2024.12-cpu",
+        "torch2.5-ao0.7-ds2024.12-cpu",
+    ]
+    (row,) = grid["rows"]
+    works, breaks = (row["cells"][c["id"]] for c in grid["columns"])
+    assert (works["alone"]["colour"], breaks["alone"]["colour"]) == ("pass", "xfail")
+    assert works["compat"]["colour"] == breaks["compat"]["colour"] == "pass"
+    assert grid["breaks"] == [
+        {
+            "library": "accelerate",
+            "scenario": "cpu_offload",
+            "cells": ["torch2.5-ao0.7-ds2024.12-cpu"],
+            "where": "torch2.5-ao0.7-ds2024.12-cpu",
+        }
+    ]
+    md = (r.reports / "matrix.md").read_text()
+    assert "| **accelerate** | ✅ / ✅ | 🟨 / ✅ |" in md
+    page = (r.reports / "matrix.html").read_text()
+    assert 'data-library="accelerate"' in page and 'data-route="alone"' in page

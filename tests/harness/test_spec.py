@@ -318,3 +318,101 @@ def test_pairing_faults(tmp_path: Path, extra: str, field: str, value: str) -> N
         spec.load(write(tmp_path, BASE + extra))
     assert info.value.field == field, str(info.value)
     assert value in str(info.value)
+
+
+DOWNSTREAM = """
+[[downstream]]
+name = "2024.12"
+torch = ["2.5"]
+requirements = ["accelerate==1.2.1", "transformers==4.47.1"]
+about = "example"
+
+[[xfail]]
+tests = ["tests/downstream/test_a.py::test_alone"]
+downstream = ["2024.12"]
+torchao = ["0.8"]
+reason = "example"
+"""
+
+
+def with_downstream(extra: str = DOWNSTREAM) -> str:
+    return BASE.replace('pin = "2.5.1"', 'pin = "2.5.1"\ntorchvision = "0.20.1"') + extra
+
+
+def test_downstream_cells_install_the_group_and_run_its_tests_only(tmp_path: Path) -> None:
+    m = spec.load(write(tmp_path, with_downstream()))
+    assert [c.id for c in m.cells()] == [
+        "torch2.5-ao0.8-cpu",
+        "torch2.6-ao0.8-cpu",
+        "torch2.6-ao0.8-cuda",
+    ]
+    (cell,) = m.cells(tiers=["downstream"], backend="cpu")
+    assert cell.id == "torch2.5-ao0.8-ds2024.12-cpu" and cell.tier == "downstream"
+    assert cell.group == "2024.12"
+    assert cell.requirements() == [
+        "torch==2.5.1",
+        "torchao==0.8.0",
+        "torchvision==0.20.1",
+        "accelerate==1.2.1",
+        "transformers==4.47.1",
+    ]
+    assert m.test_paths(cell) == (["tests/downstream"], [])
+    assert m.test_paths(m.cells()[0]) == (["tests"], ["tests/downstream"])
+    assert m.find_cell("2.5", "0.8", "cpu", "2024.12") == cell
+    assert m.find_cell("2.5", "0.8", "cpu") == m.cells()[0]
+
+
+def test_downstream_expected_failures_apply_to_their_group_only(tmp_path: Path) -> None:
+    m = spec.load(write(tmp_path, with_downstream()))
+    (own,) = m.xfails_for("2.6", "0.8", "cuda")  # the base example's, for compat's cells
+    assert own.tests == ("tests/test_x.py::test_y*",)
+    (ds,) = m.xfails_for("2.5", "0.8", "cpu", "2024.12")
+    assert ds.tests == ("tests/downstream/test_a.py::test_alone",)
+    assert m.xfails_for("2.5", "0.8", "cpu") == []
+    assert m.xfails_for("2.5", "0.8", "cpu", "other") == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "value"),
+    [
+        ('name = "2024.12"', 'name = "2024 12"', "downstream[0].name", "'2024 12'"),
+        ('torch = ["2.5"]\nrequirements', 'torch = ["2.6"]\nrequirements', "downstream[0].torch[0]", "'2.6'"),
+        ('torch = ["2.5"]\nrequirements', 'torch = ["9.9"]\nrequirements', "downstream[0].torch[0]", "'9.9'"),
+        ('"accelerate==1.2.1"', '"accelerate>=1.2"', "downstream[0].requirements[0]", "'accelerate>=1.2'"),
+        ('"accelerate==1.2.1", "transformers==4.47.1"', "", "downstream[0].requirements", "[]"),
+        ('downstream = ["2024.12"]\ntorchao', 'downstream = ["2025"]\ntorchao', "xfail[1].downstream[0]", "'2025'"),
+        ('tests = ["tests/downstream/test_a.py', 'tests = ["tests/test_a.py', "xfail[1].tests[0]", "'tests/test_a.py::test_alone'"),
+    ],
+    ids=[
+        "name with a space",
+        "torch without torchvision",
+        "unknown torch",
+        "a range, not a pin",
+        "no requirements",
+        "xfail names an unknown group",
+        "group xfail outside tests/downstream",
+    ],
+)
+def test_downstream_faults(tmp_path: Path, old: str, new: str, field: str, value: str) -> None:
+    text = with_downstream()
+    assert old in text
+    with pytest.raises(MatrixSpecError) as info:
+        spec.load(write(tmp_path, text.replace(old, new, 1)))
+    assert info.value.field == field, str(info.value)
+    assert value in str(info.value)
+
+
+def test_a_torch_belongs_to_one_downstream_group(tmp_path: Path) -> None:
+    second = DOWNSTREAM.split("[[xfail]]")[0].replace('"2024.12"', '"2026.11"')
+    with pytest.raises(MatrixSpecError) as info:
+        spec.load(write(tmp_path, with_downstream(DOWNSTREAM + second)))
+    assert info.value.field == "downstream[1].torch[0]"
+    assert "'2024.12'" in str(info.value)
+
+
+def test_the_repository_downstream_tier_covers_every_core_pair() -> None:
+    m = spec.load()
+    core = {(c.torch.label, c.torchao.label) for c in m.cells(backend="cpu")}
+    downstream = m.cells(tiers=["downstream"], backend="cpu")
+    assert {(c.torch.label, c.torchao.label) for c in downstream} == core
+    assert all(c.downstream and c.torch.torchvision for c in downstream)

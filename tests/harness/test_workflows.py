@@ -348,7 +348,7 @@ def test_nightly_schedule_and_inputs() -> None:
     assert set(defaults["backends"]["default"].split()) == set(spec.load().backends)
     assert set(defaults["tiers"]["default"].split()) == set(spec.TIERS)
     call = jobs(doc)["matrix"]["with"]
-    assert call["gate"] is True and call["tiers"] == "${{ inputs.tiers || 'core extended' }}"
+    assert call["gate"] is True and call["tiers"] == "${{ inputs.tiers || 'core extended downstream' }}"
 
 
 def test_matrix_pipeline_shape() -> None:
