@@ -75,9 +75,18 @@ HAS_SWAP_TENSORS: bool = hasattr(torch.utils, "swap_tensors")
 HAS_TENSOR_USE_COUNT: bool = hasattr(torch.Tensor, "_use_count")
 
 
+_slot_cache: dict[type, frozenset[str]] = {}
+
+
 def slot_names(cls: type) -> frozenset[str]:
-    """The ``__slots__`` names of ``cls`` as swap_tensors compares them (``copyreg._slotnames``)."""
-    return frozenset(getattr(copyreg, "_slotnames")(cls))  # noqa: B009 -- untyped stdlib helper
+    """The ``__slots__`` names of ``cls`` as swap_tensors compares them (``copyreg._slotnames``).
+
+    Remembered per class (a class's ``__slots__`` cannot change once it exists)."""
+    found = _slot_cache.get(cls)
+    if found is None:
+        found = frozenset(getattr(copyreg, "_slotnames")(cls))  # noqa: B009 -- untyped helper
+        _slot_cache[cls] = found
+    return found
 
 
 def swap_blocker(t1: torch.Tensor, t2: torch.Tensor) -> str | None:

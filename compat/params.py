@@ -224,9 +224,11 @@ def _rebuild_through_class(
 
 
 def _as_parameter(
-    name: str, old: torch.Tensor, moved: torch.Tensor, requires_grad: bool
+    name: str, old: torch.Tensor, moved: torch.Tensor, requires_grad: bool, fresh: bool = False
 ) -> torch.Tensor:
-    """``moved`` as a parameter of the right class with ``requires_grad`` applied."""
+    """``moved`` as a parameter of the right class with ``requires_grad`` applied.
+
+    ``fresh``: ``moved`` is a new object its source's ``.to()`` just made, held by nobody else."""
     if requires_grad and not can_require_grad(moved.dtype):
         raise ValueError(
             f"parameter {name!r} requires grad, but its new dtype {moved.dtype} cannot: only "
@@ -242,6 +244,13 @@ def _as_parameter(
     if is_plain(moved) and is_parameter_subclass(type(old)):
         # Parameter subclasses return plain tensors from .to(): rebuild through their own class.
         return _rebuild_through_class(name, type(old), old, moved, requires_grad)
+    if fresh and not is_plain(moved) and moved.grad_fn is None:
+        # What nn.Parameter does to a wrapper subclass, less its detach(), which would rebuild the
+        # wrapper a second time (TorchAO detaches every inner tensor): the object is new and has
+        # no autograd history, so flagging it in place is the same parameter, at half the cost.
+        moved.requires_grad_(requires_grad)
+        setattr(moved, _PARAM_FLAG, True)
+        return moved
     try:
         # Plain data: nn.Parameter aliases it. A wrapper subclass: nn.Parameter returns the same
         # subclass (detached, flagged as a parameter); TorchAO's .to() dropped requires_grad.
@@ -390,7 +399,7 @@ def plan_move(
         rg = old.requires_grad
         if moved is old and isinstance(old, nn.Parameter) and old.requires_grad == rg:
             return None
-        new = _as_parameter(name, old, moved, rg)
+        new = _as_parameter(name, old, moved, rg, fresh=moved is not src)
     foreign = _foreign_attributes(old, new) if new is not old else {}
     swappable = kind == "parameter" and new is not src and new is not old
     return Move(old, new, foreign, swappable)

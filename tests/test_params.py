@@ -419,6 +419,44 @@ def test_quantized_value_into_meta_plain_parameter(scheme: Callable[[], Any]) ->
     assert target.weight.compat_test_marker == "kept"  # type: ignore[attr-defined]
     assert all(leaf.device.type == "cpu" for leaf in leaves(target.weight))
     assert bit_equal(forward(Subject(target, "weight", quantized.forward)), expected)
+    # the caller's value object itself is never flagged as a parameter nor made to require grad
+    assert value.__dict__.get("_is_param") is None and value.requires_grad is False
+
+
+def test_a_quantized_weight_moved_to_meta_and_back_is_a_parameter_each_time() -> None:
+    """The object a subclass's own .to() made is made a parameter the way nn.Parameter makes one
+    (requires_grad applied, flagged), and the value handed in is left as it was."""
+    s = _quantized(torchao_api.int8_weight_only)
+    value = s.module.weight.detach()  # type: ignore[union-attr]
+    s.module.weight.requires_grad_(True)  # type: ignore[union-attr]
+    for device, given in (("meta", None), ("cpu", value), ("meta", None)):
+        out = compat.set_module_tensor(s.module, "weight", device, value=given)
+        assert isinstance(out, nn.Parameter) and out.requires_grad is True
+        assert out.device.type == device and out is s.module.weight
+    assert value.__dict__.get("_is_param") is None and value.requires_grad is False
+
+
+def test_a_subclass_value_already_in_place_is_wrapped_not_flagged() -> None:
+    """A wrapper subclass whose .to() returns the value itself (nothing to move): the parameter is
+    a detached copy flagged by nn.Parameter; the caller's object is not made a parameter."""
+    from tests.upstream.cases import Wrapper
+
+    module = nn.Linear(4, 2)
+    value = Wrapper(torch.ones(2, 4))
+    out = compat.set_module_tensor(module, "weight", "cpu", value=value)
+    assert type(out) is Wrapper and isinstance(out, nn.Parameter) and out.requires_grad
+    assert value.__dict__.get("_is_param") is None and value.requires_grad is False
+
+
+def test_a_subclass_moved_with_grad_enabled_is_a_leaf_parameter() -> None:
+    """A subclass whose .to() records autograd history (grad mode on, requires_grad kept) is
+    detached as nn.Parameter detaches it: the moved parameter is a leaf again."""
+    from tests.upstream.cases import Wrapper
+
+    module = nn.Linear(4, 2)
+    module.weight = nn.Parameter(Wrapper(torch.ones(2, 4)))
+    out = compat.set_module_tensor(module, "weight", "meta")
+    assert type(out) is Wrapper and out.is_leaf and out.grad_fn is None and out.requires_grad
 
 
 def test_bare_subclass_left_by_accelerate_is_repaired() -> None:

@@ -65,7 +65,12 @@ _KNOWN_SIGNATURES: Final = (
 # bitsandbytes parameters quantize when they reach an accelerator: accelerate's own code does that
 # (the class's constructor and .to() are the quantizer), so it keeps handling them.
 _QUANTIZING_PARAMETERS: Final = frozenset({"Int8Params", "FP4Params", "Params4bit"})
-_NEVER_CAST = ("torch.uint", "torch.int", "torch.bool")  # value dtypes accelerate never casts
+# the dtypes accelerate never casts a value from (integers and bool), as it tells them: by name
+_NEVER_CAST: Final = frozenset(
+    d
+    for d in vars(torch).values()
+    if isinstance(d, torch.dtype) and str(d).startswith(("torch.uint", "torch.int", "torch.bool"))
+)
 
 
 class AccelerateVersionError(RuntimeError):
@@ -181,12 +186,13 @@ def set_module_tensor_to_device(
         )
         return
     wanted = _as_dtype(dtype)
-    for source in (value, old):
-        shared = _tied(tied_params_map, source, device)
-        if shared is not None:
-            registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
-            registry[leaf] = shared
-            return
+    if tied_params_map is not None:
+        for source in (value, old):
+            shared = _tied(tied_params_map, source, device)
+            if shared is not None:
+                registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
+                registry[leaf] = shared
+                return
     target = normalize_device(device)
     if target is None:
         raise TypeError(
@@ -206,30 +212,31 @@ def set_module_tensor_to_device(
                 f"value for {tensor_name!r} must be a torch.Tensor (or None); got "
                 f"{type_name(value)}"
             )
+        if value.shape != old.shape:
+            raise ValueError(
+                f"value for {kind} {tensor_name!r} has shape {tuple(value.shape)}, but the {kind} "
+                f"has shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
+            )
         if wanted is None:
             cast = old.dtype
-        elif not str(value.dtype).startswith(_NEVER_CAST):
+        elif value.dtype not in _NEVER_CAST:
             cast = wanted
     elif wanted is not None and target.type == "meta":
-        cast = None if str(old.dtype).startswith(_NEVER_CAST) else wanted
+        cast = None if old.dtype in _NEVER_CAST else wanted
     source = old if value is None else value
     subclass_cast = None
     if cast is not None and source.dtype != cast:
         if _params.is_plain(source):
             # a plain tensor is cast to any dtype, as accelerate casts it; a parameter that
             # requires grad then refuses a non-floating one (ValueError)
-            value = source.to(device=target, dtype=cast, non_blocking=non_blocking)
+            source = source.to(device=target, dtype=cast, non_blocking=non_blocking)
         elif _params.can_require_grad(cast):
             subclass_cast = cast  # a subclass: compat's cast checks that its .to() honoured it
-    with torch.no_grad():
-        installed = _params.set_module_tensor(
-            module,
-            tensor_name,
-            target,
-            value=value,
-            dtype=subclass_cast,
-            non_blocking=non_blocking,
+    with torch.no_grad():  # the rules of compat.set_module_tensor, the name already resolved
+        move = _params.plan_move(
+            tensor_name, kind, old, source, target, subclass_cast, non_blocking
         )
+        installed = old if move is None else move.install(module)
     if fp16_statistics is not None and kind == "parameter":
         installed.SCB = fp16_statistics.to(target, non_blocking=non_blocking)  # type: ignore[attr-defined]
     if clear_cache and target.type not in ("cpu", "meta"):
@@ -247,6 +254,8 @@ def set_module_tensor_to_device(
 
 # accelerate's function while a patch is installed (a stack: patches nest)
 _ORIGINAL: list[Callable[..., Any]] = []
+# (id of accelerate's function, number of loaded modules) when the call sites were last checked
+_CHECKED: set[tuple[int, int]] = set()
 
 
 def _is_ours(obj: object) -> bool:
@@ -313,18 +322,24 @@ class patch:  # lower case: used like a function, `with patch():`
         original = getattr(sites[0], NAME)
         if _is_ours(original):
             original = _accelerate_original()
-        _check_signature(original, version)
-        unknown = sorted(
-            f"{name}.{attr}"
-            for name, attr in _bindings(original)
-            if name not in CALL_SITES or attr != NAME
-        )
-        if unknown:
-            raise AccelerateVersionError(
-                f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site compat "
-                f"does not know; accepted: {', '.join(CALL_SITES)} (accelerate 1.2.1 to "
-                "1.15.0); nothing was patched"
+        # the checks read every loaded accelerate module: done again whenever a module was
+        # imported since (or the function is another), else remembered
+        key = (id(original), len(sys.modules))
+        if key not in _CHECKED:
+            _check_signature(original, version)
+            unknown = sorted(
+                f"{name}.{attr}"
+                for name, attr in _bindings(original)
+                if name not in CALL_SITES or attr != NAME
             )
+            if unknown:
+                raise AccelerateVersionError(
+                    f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site "
+                    f"compat does not know; accepted: {', '.join(CALL_SITES)} (accelerate "
+                    "1.2.1 to 1.15.0); nothing was patched"
+                )
+            _CHECKED.clear()
+            _CHECKED.add(key)
         for site, function in zip(sites, current, strict=True):
             assert function is not None
             self._replaced.append((site, function))
