@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-WORKS = ("passed",)
 BROKEN = ("xfailed", "failed", "error")  # xfailed: a known break (matrix.toml or a tracker)
 
 
@@ -30,15 +29,21 @@ def _summary(outcomes: dict[str, str], route: str) -> dict[str, Any]:
     elif unexpected:
         verdict, colour = "breaks (unexpected)", "fail"
     elif broken:
-        verdict, colour = "breaks", "xfail"
+        verdict, colour = "breaks", "warn"  # a known break: yellow, not the pass-with-xfail green
     else:
         verdict, colour = "works", "pass"
-    good = sum(o in WORKS for o in outcomes.values())
+    bad = len(set(broken) | set(unexpected))
+    if not ran:
+        text = verdict
+    elif bad:
+        text = f"{bad} of {len(ran)} {'breaks' if route == 'alone' else 'fails'}"
+    else:
+        text = f"{'works' if route == 'alone' else 'passes'} ({len(ran)})"
     return {
         "verdict": verdict,
         "colour": colour,
         "detail": sorted(f"{s}: {o}" for s, o in outcomes.items()),
-        "text": f"{verdict} ({good}/{len(ran)})" if ran else verdict,
+        "text": text,
         "broken": sorted(set(broken) | set(unexpected)),
     }
 

@@ -330,7 +330,8 @@ def test_the_readme_screenshot_shows_the_current_page_of_a_real_run() -> None:
             found = cell["installed"][dist].split("+")[0]
             # a "latest" pin is the newest release at install time: any real version
             assert found == pin or (pin == spec.LATEST and found[:1].isdigit()), cell["id"]
-        assert cell["counts"]["passed"] >= 100 and cell["duration_s"] > 1
+        least = 20 if cell.get("group") else 100  # a downstream cell runs tests/downstream only
+        assert cell["counts"]["passed"] >= least and cell["duration_s"] > 1
 
 
 @needs_chromium
@@ -366,7 +367,7 @@ def test_downstream_cells_have_their_own_grid(tmp_path: Path) -> None:
     ]
     (row,) = grid["rows"]
     works, breaks = (row["cells"][c["id"]] for c in grid["columns"])
-    assert (works["alone"]["colour"], breaks["alone"]["colour"]) == ("pass", "xfail")
+    assert (works["alone"]["colour"], breaks["alone"]["colour"]) == ("pass", "warn")
     assert works["compat"]["colour"] == breaks["compat"]["colour"] == "pass"
     assert grid["breaks"] == [
         {
