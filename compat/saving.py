@@ -10,6 +10,7 @@ table in :mod:`compat.sharing`; wrapper subclasses and data-less (meta, fake) te
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -119,12 +120,19 @@ class _Plan:
 
     def store_qparam(self, t: torch.Tensor) -> str:
         """Save per-channel scales or zero points once per distinct value, in a storage of their
-        own (views of one quantized tensor share their quantizer's tensors)."""
+        own (views of one quantized tensor share their quantizer's tensors).
+
+        Named by their values (a digest of dtype and bits), never by the order the entries came
+        in, so the same state dict in any order writes the same file."""
         values = t.tolist()
         key = (t.dtype, tuple(v.hex() if isinstance(v, float) else v for v in values))
         name = self.qparam_names.get(key)
         if name is None:
-            name = self.qparam_names[key] = f"{QPARAMS_PREFIX}{len(self.qparams)}"
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()
+            name = f"{QPARAMS_PREFIX}{digest[:16]}"
+            if name in self.to_save:  # another value sharing 64 bits of digest: all 256 of it
+                name = f"{QPARAMS_PREFIX}{digest}"
+            self.qparam_names[key] = name
             self.qparams.append(name)
             self.to_save[name] = t.detach().clone()
         return name
@@ -389,7 +397,7 @@ class _Plan:
         holder.update(view_base)
         metadata = dict(sorted(holder.items()))
         metadata[METADATA_KEY] = _record.dumps(
-            self.aliases, self.views, self.bases, self.empty, self.qparams
+            self.aliases, self.views, self.bases, self.empty, sorted(self.qparams)
         )
         return dict(sorted(self.to_save.items())), metadata
 
@@ -469,8 +477,9 @@ def dedup_for_save(
       values; a plain ``safetensors`` load does not return it;
     * a quantized tensor (per tensor or per channel, any quantized dtype) is stored the second
       way too: its integer bytes in a base, its quantizer in the record (the scale as an exact
-      float, per-channel scales and zero points as tensors under ``__qparams__/<i>``), rebuilt
-      on load with torch's quantized constructors over the base's storage;
+      float, per-channel scales and zero points as tensors under ``__qparams__/<digest>``,
+      named by their values), rebuilt on load with torch's quantized constructors over the
+      base's storage;
     * a zero-element tensor is saved as a fresh empty tensor, or as a record entry (dtype,
       shape, bits, quantizer) when safetensors cannot write its dtype or it has bits;
     * a ZeroTensor (no memory, reads zeros) is saved resolved, as zeros; it comes back as a plain
@@ -515,8 +524,8 @@ def restore_aliases(
     covering tensor's storage (offset, dtype, shape and strides as recorded; conjugate and
     negative bits re-applied; quantized views rebuilt with their quantizer over the same bytes),
     so names that shared memory before share it again. Reserved ``__alias_base__/<i>`` and
-    ``__qparams__/<i>`` tensors are not returned. Without a ``__compat_sharing__`` record (a file
-    not written by this module) the tensors are returned unchanged, unless one has a reserved
+    ``__qparams__/<digest>`` tensors are not returned. Without a ``__compat_sharing__`` record (a
+    file not written by this module) the tensors are returned unchanged, unless one has a reserved
     name (then the record was lost: ValueError). Reads records of format
     versions 1 and 2. The result is sorted by name.
 

@@ -473,6 +473,58 @@ def test_per_channel_qparams_are_saved_once_per_value_compared_bit_for_bit() -> 
         assert torch.equal(zp.view(torch.int32), want.view(torch.int32)), name  # bit for bit
 
 
+def test_per_channel_qparams_are_named_whatever_the_mapping_order() -> None:
+    """The same state dict in another order writes the same file: the qparams tensors are named
+    by their values, not by the order in which the entries were met. Found by the nightly
+    profile's random exploration of test_saving_does_not_depend_on_the_mapping_order: a
+    per-channel base and a narrowed view of it carry different scales and zero points."""
+    w = torch.arange(5.0)
+    scales, zeros = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5]), torch.tensor([0, 1, 2, 3, 4])
+    base = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint32)
+    sd = {"view": base.narrow(0, 0, 2), "base": base}
+    forward = compat.dedup_for_save(sd)
+    backward = compat.dedup_for_save(dict(reversed(sd.items())))
+    assert forward[1] == backward[1]
+    assert list(forward[0]) == list(backward[0])
+    for name, t in forward[0].items():
+        assert torch.equal(t, backward[0][name]), name
+    assert len([k for k in forward[0] if k.startswith("__qparams__/")]) == 4  # 2 scales, 2 zeros
+    assert_restored(compat.restore_aliases(*backward), sd)
+
+
+def test_qparams_names_are_a_digest_and_two_values_never_share_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``__qparams__/`` + 16 hex digits of the values' digest; should two values share those 64
+    bits (forced here), the second takes the whole digest: nothing is ever stored over."""
+    import hashlib
+    import re
+
+    w = torch.arange(4.0)
+    sd = {
+        "a": torch.quantize_per_channel(w, torch.full((4,), 0.5), torch.zeros(4), 0, torch.qint8),
+        "b": torch.quantize_per_channel(w, torch.full((4,), 0.25), torch.zeros(4), 0, torch.qint8),
+    }
+    names = [k for k in compat.dedup_for_save(sd)[0] if k.startswith("__qparams__/")]
+    assert len(names) == 3 and all(re.fullmatch(r"__qparams__/[0-9a-f]{16}", n) for n in names)
+
+    sha256 = hashlib.sha256
+
+    class Colliding:
+        def __init__(self, data: bytes) -> None:
+            self.real = sha256(data).hexdigest()
+
+        def hexdigest(self) -> str:
+            return "0" * 16 + self.real[16:]  # every value: the same first 64 bits
+
+    monkeypatch.setattr("compat.saving.hashlib.sha256", Colliding)
+    to_save, metadata = compat.dedup_for_save(sd)
+    names = sorted(k for k in to_save if k.startswith("__qparams__/"))
+    assert len(names) == 3 and names[0] == "__qparams__/" + "0" * 16
+    assert all(len(n) == len("__qparams__/") + 64 for n in names[1:])
+    assert_restored(compat.restore_aliases(to_save, metadata), sd)
+
+
 def test_a_copied_contiguous_base_keeps_the_strides_it_was_handed_in() -> None:
     """A misaligned base is copied; when it was contiguous the copy keeps its strides, even the
     stride of a size-1 dim (which addresses nothing), as the base used in place would."""
