@@ -258,6 +258,12 @@ _ORIGINAL: list[Callable[..., Any]] = []
 _CHECKED: set[tuple[int, int]] = set()
 
 
+def _module(name: str) -> ModuleType:
+    """The module, from ``sys.modules`` when it is loaded (a patch per block stays cheap)."""
+    loaded = sys.modules.get(name)
+    return loaded if isinstance(loaded, ModuleType) else importlib.import_module(name)
+
+
 def _is_ours(obj: object) -> bool:
     return obj is set_module_tensor_to_device
 
@@ -308,9 +314,9 @@ class patch:  # lower case: used like a function, `with patch():`
     def install(self) -> patch:
         if self._replaced:
             raise RuntimeError("this patch is already installed; call uninstall() first")
-        accelerate = importlib.import_module("accelerate")
+        accelerate = _module("accelerate")
         version = str(getattr(accelerate, "__version__", "unknown"))
-        sites = [importlib.import_module(name) for name in CALL_SITES]
+        sites = [_module(name) for name in CALL_SITES]
         current = [getattr(site, NAME, None) for site in sites]
         missing = [n for n, f in zip(CALL_SITES, current, strict=True) if f is None]
         if missing:
