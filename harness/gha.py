@@ -3,19 +3,23 @@ aggregate's manifest of the cells it emitted.
 
     python -m harness.gha matrix [--tier core] [--backend cpu] [--enabled "cuda xpu"]
                                  [--event schedule] [--cells "torch2.6-ao0.8-cpu"]
+                                 [--candidates '["pkg==1"]'] [--artifact-prefix NAME]
                                  [--github-output "$GITHUB_OUTPUT"]
     python -m harness.gha manifest --reports reports --tiers "core extended"
     python -m harness.gha verdict --gate reports/gate.json [--github-output "$GITHUB_OUTPUT"]
 
 ``matrix`` writes ``matrix`` ({"include": [...]}: one entry per cell, with the nox session, the
-runner labels and the artifact name), ``cells`` (the cell ids, JSON) and ``tiers`` (space
-separated) to the step's output file, and fails (exit 2, with the reason) instead of emitting
+runner labels and the artifact name), ``cells`` (the cell ids, JSON), ``tiers`` (space
+separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`) and ``trusted``
+(``true`` when the run installs no candidate: only such runs save caches that other runs
+restore) to the step's output file, and fails (exit 2, with the reason) instead of emitting
 something GitHub cannot run. Backends other than cpu are opt-in: a repository variable lists
-the enabled ones, and only events that a maintainer starts (schedule, workflow_dispatch,
-repository_dispatch) may use them, so no job waits for a runner nobody has and no fork's pull
-request reaches a self-hosted runner. Runner labels come from matrix.toml's ``runs_on``,
-overridable per backend through ``$COMPAT_MATRIX_RUNS_ON`` (JSON: {"cuda": ["self-hosted",
-"a100"]}).
+the enabled ones, and only runs a maintainer starts (schedule, workflow_dispatch) may use
+them, so no job waits for a runner nobody has and no pull request's code, a fork's included,
+reaches a self-hosted runner: not through ci.yml, and not through a ``repository_dispatch``
+from an upstream CI (its candidates run on cpu). Runner labels come from matrix.toml's
+``runs_on``, overridable per backend through ``$COMPAT_MATRIX_RUNS_ON`` (JSON:
+{"cuda": ["self-hosted", "a100"]}).
 
 ``manifest`` writes ``reports/run.json`` naming the cells the setup job emitted
 (``$EXPECTED_MATRIX``: the ``matrix`` output), the same manifest ``nox -s matrix`` writes, so the
@@ -29,6 +33,7 @@ missing). Standard library.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -40,11 +45,14 @@ from typing import Any
 from harness import paths, run, runner, spec
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
-# events only someone with write access can start: the only ones GPU runners take
-MAINTAINER_EVENTS = frozenset({"schedule", "workflow_dispatch", "repository_dispatch"})
+# events only a maintainer starts, by hand or by the schedule: the only ones GPU runners take.
+# Not repository_dispatch: an upstream project's CI sends it, naming code from any pull
+# request, a fork's included, so its candidates run on GitHub's hosted cpu runners only.
+MAINTAINER_EVENTS = frozenset({"schedule", "workflow_dispatch"})
 RUNS_ON_ENV = "COMPAT_MATRIX_RUNS_ON"
 EXPECTED_ENV = "EXPECTED_MATRIX"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
 
 class GhaError(ValueError):
@@ -105,7 +113,10 @@ def select_backends(
         elif name not in on:
             dropped[name] = "not enabled in the repository variable COMPAT_MATRIX_BACKENDS"
         elif event is not None and event not in MAINTAINER_EVENTS:
-            dropped[name] = f"GPU runners take no {event} event (maintainer-started runs only)"
+            dropped[name] = (
+                f"GPU runners take no {event} event (runs a maintainer starts by hand or the"
+                " schedule only: schedule, workflow_dispatch)"
+            )
         else:
             chosen.append(name)
     return chosen, dropped
@@ -118,10 +129,11 @@ def github_matrix(
     *,
     cells: Sequence[str] = (),
     labels: Mapping[str, list[str]] | None = None,
+    prefix: str = "",
 ) -> dict[str, Any]:
     """One matrix entry per cell of ``tiers`` on ``backends`` (None: all), narrowed to ``cells``
-    (cell ids or session names; empty: all). CPU cells first, so they never queue behind GPU
-    cells for the ``max-parallel`` slots."""
+    (cell ids or session names; empty: all), its artifact named ``<prefix>reports-<session>``.
+    CPU cells first, so they never queue behind GPU cells for the ``max-parallel`` slots."""
     known = {c.id for c in matrix.cells(tiers=spec.TIERS)}
     wanted = {c.removeprefix("tests-") for c in cells}
     unknown = sorted(wanted - known)
@@ -146,11 +158,46 @@ def github_matrix(
                 "backend": cell.backend.name,
                 "tier": cell.tier,
                 "runs-on": list((labels or {}).get(cell.backend.name, cell.backend.runs_on)),
-                "artifact": f"reports-{session}",
+                "artifact": f"{prefix}reports-{session}",
                 "timeout-minutes": -(-cell.timeout_s // 60) + 10,  # + install and upload
             }
         )
     return {"include": include}
+
+
+def parse_candidates(raw: str | None) -> list[str]:
+    """The ``candidates`` input of matrix.yml: a JSON list of strings (``[]``: none)."""
+    text = (raw or "").strip() or "[]"
+    try:
+        got = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GhaError(f"candidates: not a JSON list ({exc.msg}): {raw!r}") from None
+    if not isinstance(got, list) or not all(isinstance(c, str) for c in got):
+        raise GhaError(f"candidates: expected a JSON list of strings, got {raw!r}")
+    return got
+
+
+def artifact_prefix(name: str, candidates: Sequence[str], selection: Sequence[str]) -> str:
+    """What this call's artifact names start with, so that two calls of the pipeline in one
+    caller run (two gate calls: each with its own candidates or cells) never overwrite or merge
+    each other's artifacts.
+
+    ``name`` (the caller's ``artifact-prefix`` input) when given; else, for a call with
+    candidates, ``gate-`` and 10 hex digits of a digest of the candidates and the selection
+    (tiers, backends, cells); else '' (ci, nightly, baseline: one call per run, whose artifact
+    names others read: ``matrix-report``, ``baseline``). Always '' or ending in ``-``."""
+    name = name.strip()
+    if name:
+        if not _PREFIX.match(name):
+            raise GhaError(
+                f"artifact-prefix: {name!r} is not usable in artifact names; accepted: letters,"
+                " digits, '.', '_' and '-', starting with a letter or digit, at most 40"
+            )
+        return name.rstrip("-") + "-"
+    if not candidates:
+        return ""
+    what = json.dumps([list(candidates), list(selection)])
+    return f"gate-{hashlib.sha256(what.encode()).hexdigest()[:10]}-"
 
 
 def expected_cells(matrix_json: str) -> list[str]:
@@ -221,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     emit.add_argument("--enabled", default="", help="backends the repository enabled")
     emit.add_argument("--event", default=None, help="github.event_name")
     emit.add_argument("--cells", default="", help="narrow to these cell ids or sessions")
+    emit.add_argument("--candidates", default="[]", help="the run's candidates (JSON list)")
+    emit.add_argument("--artifact-prefix", default="", help="the call's artifact prefix")
     emit.add_argument("--github-output", default=None)
     manifest = sub.add_parser(
         "manifest", help="reports/run.json naming the emitted cells ($EXPECTED_MATRIX)"
@@ -249,7 +298,12 @@ def main(argv: list[str] | None = None) -> int:
             for name, why in dropped.items():
                 print(f"{name}: left out: {why}", file=sys.stderr)
             labels = runner_labels(matrix, os.environ.get(RUNS_ON_ENV))
-            emitted = github_matrix(matrix, tiers, chosen, cells=words(args.cells), labels=labels)
+            candidates = parse_candidates(args.candidates)
+            selection = [" ".join(tiers), " ".join(chosen), " ".join(words(args.cells))]
+            prefix = artifact_prefix(args.artifact_prefix, candidates, selection)
+            emitted = github_matrix(
+                matrix, tiers, chosen, cells=words(args.cells), labels=labels, prefix=prefix
+            )
             if not emitted["include"]:
                 raise GhaError(
                     f"no cell to run: tiers {tiers}, backends {chosen}, cells {args.cells!r}"
@@ -260,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
                     "matrix": json.dumps(emitted),
                     "cells": json.dumps([e["cell"] for e in emitted["include"]]),
                     "tiers": " ".join(dict.fromkeys(tiers)),
+                    "prefix": prefix,
+                    # a run that installs no candidate: the only kind whose jobs save caches
+                    # (uv's, the example database) that later runs restore
+                    "trusted": "false" if candidates else "true",
                 },
             )
             print(f"{len(emitted['include'])} cells on {', '.join(chosen)}", file=sys.stderr)

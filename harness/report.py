@@ -30,7 +30,10 @@ from harness.spec import label_key
 from harness.status import BAD_STATUSES, colour, format_counts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a larger $GITHUB_STEP_SUMMARY
+STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step's $GITHUB_STEP_SUMMARY over 1 MiB
+# what the step that appends matrix.md may add beside it (matrix.yml: the judged line, at most a
+# few hundred bytes): matrix.md is cut this much below the limit, never at it
+SUMMARY_RESERVE = 8 * 1024
 MAX_FAILURES_PER_CELL = 200
 # the page, top to bottom: one template per part in templates/html and templates/md
 PARTS = ("summary", "grids", "downstream", "history", "controls", "drift", "trackers", "failing")
@@ -187,8 +190,11 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_markdown(data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT) -> str:
-    """The Markdown summary, truncated (with a note) to stay under ``limit`` bytes."""
+def render_markdown(
+    data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT - SUMMARY_RESERVE
+) -> str:
+    """The Markdown summary, truncated (with a note) to stay under ``limit`` bytes: by default
+    :data:`SUMMARY_RESERVE` below GitHub's per-step limit, so the step may add its own lines."""
     text: str = _env().get_template("matrix.md.j2").render(**data)
     encoded = text.encode()
     if len(encoded) <= limit:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,9 @@ def outputs(path: Path) -> dict[str, str]:
         (["cpu", "cuda", "mps", "xpu"], [], "schedule", ["cpu"]),
         (["cpu", "cuda", "mps", "xpu"], ["cuda"], "schedule", ["cpu", "cuda"]),
         (["cpu", "cuda"], ["cuda", "xpu"], "workflow_dispatch", ["cpu", "cuda"]),
-        (["cpu", "cuda"], ["cuda"], "repository_dispatch", ["cpu", "cuda"]),
+        # an upstream CI's dispatch names pull-request code (a fork's too): cpu only, and a
+        # maintainer who wants it on a GPU starts gate.yml by hand (workflow_dispatch)
+        (["cpu", "cuda", "xpu"], ["cuda", "xpu"], "repository_dispatch", ["cpu"]),
         # a fork's pull request never reaches a self-hosted GPU runner, enabled or not
         (["cpu", "cuda", "xpu"], ["cuda", "xpu"], "pull_request", ["cpu"]),
         (["cpu", "cuda"], ["cuda"], "push", ["cpu"]),
@@ -127,6 +130,56 @@ def test_the_setup_step_writes_its_outputs_itself(tmp_path: Path) -> None:
     assert [e["cell"] for e in json.loads(got["matrix"])["include"]] == ["torch2.6-ao0.8-cpu"]
     assert got["tiers"] == "core extended"
     assert "cuda: left out: not enabled" in done.stderr
+
+
+def test_a_run_with_candidates_is_untrusted_and_its_artifacts_get_a_prefix(
+    tmp_path: Path,
+) -> None:
+    def emit(*extra: str) -> dict[str, str]:
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        done = run_module(
+            "harness.gha", "matrix", "--tier=core", "--backend=cpu", "--cells=torch2.6-ao0.8-cpu",
+            "--event=workflow_call", f"--github-output={out}", *extra,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return outputs(out)
+
+    plain = emit()
+    assert (plain["trusted"], plain["prefix"]) == ("true", "")
+    assert json.loads(plain["matrix"])["include"][0]["artifact"] == (
+        "reports-tests-torch2.6-ao0.8-cpu"
+    )
+    one = emit('--candidates=["safetensors==0.8.0"]')
+    other = emit('--candidates=["safetensors==0.4.5"]')
+    assert one["trusted"] == other["trusted"] == "false"
+    assert re.fullmatch(r"gate-[0-9a-f]{10}-", one["prefix"]) and one["prefix"] != other["prefix"]
+    assert json.loads(one["matrix"])["include"][0]["artifact"] == (
+        f"{one['prefix']}reports-tests-torch2.6-ao0.8-cpu"
+    )
+    # the same candidates on other cells: another call, another prefix
+    wider = gha.artifact_prefix("", ["safetensors==0.8.0"], ["core", "cpu", ""])
+    assert wider != one["prefix"]
+    named = emit('--candidates=["x==1"]', "--artifact-prefix=safetensors-pr")
+    assert named["prefix"] == "safetensors-pr-" and named["trusted"] == "false"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("-x", "artifact-prefix: '-x' is not usable"),
+        ("a/b", "artifact-prefix: 'a/b' is not usable"),
+        ("a" * 41, "at most 40"),
+    ],
+)
+def test_a_bad_artifact_prefix_is_refused_with_the_value(raw: str, message: str) -> None:
+    with pytest.raises(gha.GhaError, match=re.escape(message)):
+        gha.artifact_prefix(raw, [], [])
+
+
+@pytest.mark.parametrize("raw", ["{", '{"a": 1}', "[1]"])
+def test_bad_candidates_json_is_refused_with_the_value(raw: str) -> None:
+    with pytest.raises(gha.GhaError, match=re.escape("candidates: ")):
+        gha.parse_candidates(raw)
 
 
 @pytest.mark.parametrize(

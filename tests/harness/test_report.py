@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness import paths, report, screenshot, spec, verdict
+from harness import paths, report, screenshot, spec, trigger, verdict
 from harness.cell import CellResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +141,26 @@ def test_markdown_is_truncated_with_a_note(run: Run) -> None:
     short = report.render_markdown(data, limit=600)
     assert len(short.encode()) <= 600 < len(full.encode())
     assert "truncated to fit the step summary" in short
+
+
+def test_a_cut_summary_leaves_room_for_the_judged_line_in_the_same_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """matrix.yml appends the judged line and matrix.md in one step: together under 1 MiB."""
+
+    class Template:
+        def render(self, **_: Any) -> str:
+            return "| a row of the report |\n" * 100_000  # 2.2 MiB
+
+    class Env:
+        def get_template(self, _: str) -> Template:
+            return Template()
+
+    monkeypatch.setattr(report, "_env", Env)
+    md = report.render_markdown({})
+    assert "truncated to fit the step summary" in md
+    judged = trigger.judged_line("o" * 39 + "/" + "n" * 100, "9" * 12, "f" * 40, "https://x")
+    assert len((judged + "\n\n" + md).encode()) <= report.STEP_SUMMARY_LIMIT - 1024
 
 
 def test_html_escapes_what_tests_print(run: Run) -> None:

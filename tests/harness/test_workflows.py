@@ -219,11 +219,67 @@ def test_uv_cache_persists_keyed_on_the_pins() -> None:
     assert save["with"]["key"] == "${{ steps.uv-cache.outputs.cache-primary-key }}"
 
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own CPU wheel index
+
+
 def test_each_backend_index_comes_from_a_repository_variable() -> None:
+    """cpu cells default to the CPU wheel index on GitHub (the variable still overrides it);
+    the other backends have no default."""
     env = jobs(workflow("matrix.yml"))["cell"]["env"]
     for backend in spec.load().backends.values():
         assert backend.index_env, backend.name
-        assert env[backend.index_env] == f"${{{{ vars.{backend.index_env} }}}}"
+        default = f" || '{CPU_INDEX}'" if backend.name == "cpu" else ""
+        assert env[backend.index_env] == f"${{{{ vars.{backend.index_env}{default} }}}}"
+    # the README's test command runs the default cell (cpu) in ci.yml's tests job too
+    (run_tests,) = [
+        s for s in jobs(workflow("ci.yml"))["tests"]["steps"] if "nox -s tests" in s.get("run", "")
+    ]
+    assert run_tests["env"]["COMPAT_MATRIX_INDEX_CPU"] == env["COMPAT_MATRIX_INDEX_CPU"]
+    # locally no index is assumed: the machine's configured one
+    assert spec.load().backends["cpu"].index_url({}) is None
+
+
+def test_candidate_runs_never_save_a_cache_that_other_runs_restore() -> None:
+    """A gate cell installs an upstream pull request's code and then runs: every cache save in
+    the cell job is for trusted runs (no candidate) only; the setup job decides which."""
+    doc = workflow("matrix.yml")
+    cell = jobs(doc)["cell"]
+    saves = [s for s in cell["steps"] if uses(s, "actions/cache/save")]
+    assert len(saves) == 2  # uv's cache and the hypothesis example database
+    for step in saves:
+        assert "needs.setup.outputs.trusted == 'true'" in step["if"], step["name"]
+    assert jobs(doc)["setup"]["outputs"]["trusted"] == "${{ steps.emit.outputs.trusted }}"
+    (emit,) = [s for s in jobs(doc)["setup"]["steps"] if s.get("id") == "emit"]
+    assert emit["env"]["CANDIDATES"] == "${{ inputs.candidates }}"
+    assert '--candidates="$CANDIDATES"' in emit["run"]
+    # uv's cache is pruned for CI right before it is saved, on GitHub's own runners only
+    names = [s.get("name", "") for s in cell["steps"]]
+    prune = cell["steps"][names.index("prune uv's cache for CI before it is saved")]
+    assert names.index("save uv's cache") == names.index(prune["name"]) + 1
+    assert prune["run"] == "python -m uv cache prune --ci"
+    assert "runner.environment == 'github-hosted'" in prune["if"]
+    assert "needs.setup.outputs.trusted == 'true'" in prune["if"]
+
+
+def test_every_artifact_of_a_call_carries_the_calls_prefix() -> None:
+    """Two gate calls in one caller run: neither overwrites nor merges the other's artifacts."""
+    doc = workflow("matrix.yml")
+    prefixed = "${{ needs.setup.outputs.prefix }}"
+    for job_name, step in steps(doc):
+        if uses(step, "actions/upload-artifact"):
+            name = step["with"]["name"]
+            assert name == "${{ matrix.artifact }}" or name.startswith(prefixed), (job_name, name)
+        if uses(step, "actions/download-artifact"):
+            assert step["with"]["pattern"].startswith(prefixed), job_name
+    assert jobs(doc)["aggregate"]["outputs"]["artifact"] == f"{prefixed}matrix-report"
+    assert doc["on"]["workflow_call"]["outputs"]["prefix"]["value"] == (
+        "${{ jobs.setup.outputs.prefix }}"
+    )
+    (emit,) = [s for s in jobs(doc)["setup"]["steps"] if s.get("id") == "emit"]
+    assert '--artifact-prefix="$PREFIX"' in emit["run"]
+    gate = workflow("gate.yml")
+    assert "artifact-prefix" in gate["on"]["workflow_call"]["inputs"]
+    assert jobs(gate)["matrix"]["with"]["artifact-prefix"] == "${{ inputs.artifact-prefix }}"
 
 
 def granted(scope: str, level: str) -> list[tuple[str, str]]:
@@ -273,7 +329,8 @@ def test_the_baseline_workflow_records_and_uploads_a_baseline() -> None:
     assert set(doc["on"]) == {"workflow_dispatch"}
     assert jobs(doc)["matrix"]["with"]["record-baseline"] is True
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
-    upload = [s for s in aggregate["steps"] if s.get("with", {}).get("name") == "baseline"]
+    named = "${{ needs.setup.outputs.prefix }}baseline"  # "baseline" in baseline.yml's one call
+    upload = [s for s in aggregate["steps"] if s.get("with", {}).get("name") == named]
     assert upload and upload[0]["with"]["path"] == "reports/baseline.json"
 
 
@@ -348,7 +405,10 @@ def test_nightly_schedule_and_inputs() -> None:
     assert set(defaults["backends"]["default"].split()) == set(spec.load().backends)
     assert set(defaults["tiers"]["default"].split()) == set(spec.TIERS)
     call = jobs(doc)["matrix"]["with"]
-    assert call["gate"] is True and call["tiers"] == "${{ inputs.tiers || 'core extended downstream' }}"
+    assert (
+        call["gate"] is True
+        and call["tiers"] == "${{ inputs.tiers || 'core extended downstream' }}"
+    )
 
 
 def test_matrix_pipeline_shape() -> None:
@@ -362,7 +422,7 @@ def test_matrix_pipeline_shape() -> None:
     assert upload[0]["with"]["name"] == "${{ matrix.artifact }}"
     assert upload[0]["if"] == "${{ !cancelled() }}"
     download = [s for s in aggregate["steps"] if uses(s, "actions/download-artifact")]
-    assert download[0]["with"]["pattern"] == "reports-*"
+    assert download[0]["with"]["pattern"] == "${{ needs.setup.outputs.prefix }}reports-*"
     assert download[0]["with"]["merge-multiple"] is True
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") for s in aggregate["steps"])
 
