@@ -311,7 +311,9 @@ def test_gate_entry_points_and_outputs() -> None:
     }
     verdict = jobs(doc)["verdict"]  # one hop per level: act passes no outputs through two
     assert verdict["if"] == "${{ !cancelled() }}" and "matrix" in verdict["needs"]
-    (step,) = verdict["steps"]
+    (step,) = [s for s in verdict["steps"] if s.get("id") == "verdict"]
+    # the outputs and the summary first: a failed commit status post never holds them back
+    assert verdict["steps"][0] is step
     matrix_outputs = workflow("matrix.yml")["on"]["workflow_call"]["outputs"]
     for k in outputs:
         assert (
@@ -322,6 +324,22 @@ def test_gate_entry_points_and_outputs() -> None:
     assert "harness.trigger" in resolve["run"]
     call = jobs(doc)["matrix"]["with"]
     assert call["gate"] is True and call["judged"] == "${{ needs.resolve.outputs.judged }}"
+
+
+def test_the_gate_reports_to_the_upstream_commit_with_a_secret_never_the_payload() -> None:
+    doc = workflow("gate.yml")
+    assert doc["on"]["workflow_call"]["secrets"]["status-token"]["required"] is False
+    verdict = jobs(doc)["verdict"]
+    assert verdict["permissions"] == {"contents": "read"}
+    (post,) = [s for s in verdict["steps"] if "harness.commit_status" in s.get("run", "")]
+    assert post["env"]["UPSTREAM_STATUS_TOKEN"] == (
+        "${{ secrets.status-token || secrets.COMPAT_MATRIX_STATUS_TOKEN }}"
+    )
+    assert all("client_payload" not in v for k, v in post["env"].items() if "TOKEN" in k)
+    assert post["continue-on-error"] is True
+    (download,) = [s for s in verdict["steps"] if uses(s, "actions/download-artifact")]
+    assert download["with"]["name"] == "${{ needs.matrix.outputs.artifact }}"
+    assert download["continue-on-error"] is True
 
 
 def test_the_baseline_workflow_records_and_uploads_a_baseline() -> None:
