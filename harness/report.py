@@ -190,9 +190,7 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_markdown(
-    data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT - SUMMARY_RESERVE
-) -> str:
+def render_markdown(data: dict[str, Any], limit: int = STEP_SUMMARY_LIMIT - SUMMARY_RESERVE) -> str:
     """The Markdown summary, truncated (with a note) to stay under ``limit`` bytes: by default
     :data:`SUMMARY_RESERVE` below GitHub's per-step limit, so the step may add its own lines."""
     text: str = _env().get_template("matrix.md.j2").render(**data)
