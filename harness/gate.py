@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from datetime import UTC, datetime
@@ -51,6 +52,10 @@ CLASSES: dict[str, tuple[str, str]] = {
     "new": ("not in the baseline, not failing", "no"),
 }
 KEPT = ("passed", "xfailed")  # outcomes whose loss to a skip is a loss of coverage
+# gate.md shows this much of a row's why (gate.json has it whole): a cell's install error, the
+# installer's message included, fits (harness.cell.INSTALL_REASON_CHARS)
+WHY_CHARS = 400
+CUT = " … (cut: gate.json has it whole)"
 
 
 def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
@@ -188,7 +193,29 @@ def _downstream_impact(row: dict[str, Any], cell: dict[str, Any]) -> dict[str, A
     }
 
 
+def table_cell(text: object, limit: int | None = None, *, code: bool = False) -> str:
+    """``text`` as the content of one Markdown table cell that cannot break its row.
+
+    Every run of whitespace (line breaks included) and every other control character becomes
+    one space; a text longer than ``limit`` characters is cut and ends in :data:`CUT` (``limit``
+    counts the text, not the escapes); every ``|`` is escaped so that no pipe of the text ends
+    the cell (GitHub shows it as ``|``, in a code span too; backslashes just before a pipe are
+    doubled so that the escape stands). Outside a ``code`` span a ``<`` that could open an HTML
+    tag (before a letter, ``/``, ``!`` or ``?``) is written ``&lt;``, so that ``File "<string>"``
+    is not swallowed as a tag; ``<0.20`` stays as it is.
+    """
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: max(limit - len(CUT), 0)].rstrip() + CUT
+    flat = re.sub(r"(\\*)\|", lambda m: m.group(1) * 2 + "\\|", flat)
+    return flat if code else re.sub(r"<(?=[A-Za-z/!?])", "&lt;", flat)
+
+
 def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
+    """gate.md: the verdict, the counts per class, the candidates, the downstream impact and
+    every row but ``new`` ones. Each row is one table row: its fields go through
+    :func:`table_cell`, the why (a whole cell's reason: why it did not install, crashed, ...)
+    cut to :data:`WHY_CHARS`."""
     verdict_line = "✅ no regressions" if result["ok"] else "❌ the gate fails"
     lines = [
         f"# Regression gate: {verdict_line}",
@@ -210,8 +237,12 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
             "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['library']} | {r['scenario']} | {r['cell']} | {r['before']} | {r['after']} |"
-            f" {r['through_compat']} |"
+            "| "
+            + " | ".join(
+                table_cell(r[k])
+                for k in ("library", "scenario", "cell", "before", "after", "through_compat")
+            )
+            + " |"
             for r in impact[:limit_rows]
         ]
     shown = [r for r in result["rows"] if r["class"] not in ("new", "downstream impact")]
@@ -222,8 +253,9 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['class']} | {r['cell']} | `{r['test']}` | {r['before']} | {r['after']} |"
-            f" {'yes' if r['fatal'] else 'no'} | {r['why'].replace('|', '/')[:200]} |"
+            f"| {r['class']} | {table_cell(r['cell'])} | `{table_cell(r['test'], code=True)}` |"
+            f" {table_cell(r['before'])} | {table_cell(r['after'])} |"
+            f" {'yes' if r['fatal'] else 'no'} | {table_cell(r['why'], WHY_CHARS)} |"
             for r in shown[:limit_rows]
         ]
         if len(shown) > limit_rows:

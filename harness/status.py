@@ -18,7 +18,10 @@ STATUSES: dict[str, str] = {
     "skipped": "the runner lacks the cell's backend (host probe, platform or torch probe)",
     "no-tests": "pytest finished its session and collected no test (exit 5)",
     "error": "pytest stopped itself: interrupted (exit 2), internal error (3), usage error (4)",
-    "install-error": "installing the pins failed, or torch does not import in the cell's venv",
+    "install-error": (
+        "installing the pins or the gate's candidates failed (the reason carries the"
+        " installer's message), or torch does not import in the cell's venv"
+    ),
     "unmet-requirements": "an installed cell's interpreter lacks a test requirement, or holds one "
     "at a version requirements/test.txt does not accept; nothing was installed or run",
     "crashed": "the test process ended before pytest finished its session: a signal (named), "

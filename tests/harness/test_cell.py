@@ -9,6 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import backends, runner
 from harness import cell as cellmod
@@ -17,6 +19,7 @@ from harness.evidence import read_reportlog
 from harness.spec import Backend, Cell, Version_
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
+UV_OUTPUTS = Path(__file__).with_name("fixtures") / "uv-install"  # real uv output (README.md)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -189,7 +192,147 @@ def test_install_error_stops_before_tests(tmp_path: Path) -> None:
     result = run_cell(p, echo=None)
     assert result.status == "install-error"
     assert "exited 3" in result.reason and "no matching distribution" in result.log_tail
+    assert result.reason == "install exited 3 (the pins): no matching distribution"
     assert not (p.outdir / "junit.xml").exists()
+
+
+# --- why an install failed: uv's own words, condensed ----------------------------------------
+
+NO_VERSION = (
+    "No solution found when resolving dependencies: Because there is no version of"
+    " safetensors==99.0.0 and you require safetensors==99.0.0, we can conclude that your"
+    " requirements are unsatisfiable."
+)
+CONFLICT = (
+    "No solution found when resolving dependencies: Because transformers==4.40.0 depends on"
+    " tokenizers>=0.19,<0.20 and you require transformers==4.40.0, we can conclude that you"
+    " require tokenizers>=0.19,<0.20. And because you require tokenizers>=0.20, we can conclude"
+    " that your requirements are unsatisfiable."
+)
+BUILD = (
+    "Failed to build `broken @ file:///tmp/uvcap/broken`: The build backend returned an error:"
+    " Call to `boom.build_wheel` failed (exit status: 1): RuntimeError: this backend cannot"
+    " build anything"
+)
+NOT_A_PROJECT = (
+    "does not appear to be a Python project, as neither `pyproject.toml` nor `setup.py` are"
+    " present in the directory"
+)
+# each fixture (uv 0.13.9's `error:` / `cause:` report, uv 0.6.0's `×` / `╰─▶` box) -> message
+FROM_UV = {
+    "uv0.13.9-no-solution.txt": NO_VERSION,
+    "uv0.13.9-no-solution-color.txt": NO_VERSION,
+    "uv0.6.0-no-solution.txt": NO_VERSION,
+    "uv0.13.9-conflict.txt": CONFLICT,
+    "uv0.6.0-conflict.txt": CONFLICT,
+    "uv0.13.9-build-failed.txt": BUILD
+    + "; hint: Build failures usually indicate a problem with the package or the build"
+    " environment",
+    "uv0.6.0-build-failed.txt": BUILD
+    + "; hint: This usually indicates a problem with the package or the build environment.",
+    "uv0.13.9-not-a-project.txt": f"`/tmp/uvcap/notaproject` {NOT_A_PROJECT}",
+    "uv0.6.0-not-a-project.txt": f"/tmp/uvcap/notaproject {NOT_A_PROJECT}",
+    "uv0.13.9-missing-wheel.txt": (
+        "Distribution not found at: file:///tmp/uvcap/nope-1.0-py3-none-any.whl"
+    ),
+    "uv0.13.9-git-subdirectory.txt": (
+        "Failed to download and build `pkg @ git+file:///tmp/uvcap/repo#subdirectory=nothere`:"
+        " The source distribution `git+file:///tmp/uvcap/repo#subdirectory=nothere` has no"
+        " subdirectory `nothere`"
+    ),
+    "uv0.13.9-offline-unknown.txt": (
+        "No solution found when resolving dependencies: Because nosuchpkg-xyz was not found in"
+        " the cache and you require nosuchpkg-xyz==1.0, we can conclude that your requirements"
+        " are unsatisfiable. hint: Packages were unavailable because the network was disabled."
+        " When the network is disabled, registry packages may only be read from the cache."
+    ),
+}
+
+
+def test_every_uv_fixture_is_checked() -> None:
+    assert {p.name for p in UV_OUTPUTS.glob("*.txt")} == set(FROM_UV)
+
+
+@pytest.mark.parametrize("name", sorted(FROM_UV))
+def test_the_installers_message_is_condensed_from_real_uv_output(name: str) -> None:
+    output = (UV_OUTPUTS / name).read_text()
+    assert cellmod.installer_message(output) == FROM_UV[name]
+    reason = cellmod.install_error_reason("the candidates", 1, output)
+    assert reason == f"install exited 1 (the candidates): {FROM_UV[name]}"
+    assert len(reason) <= cellmod.INSTALL_REASON_CHARS
+
+
+def test_a_long_message_is_cut_with_a_marker_and_other_output_gives_its_last_line() -> None:
+    output = (UV_OUTPUTS / "uv0.13.9-conflict.txt").read_text()
+    cut = cellmod.installer_message(output, 120)
+    assert len(cut) == 120 and cut.endswith(cellmod.CUT)
+    assert cut.startswith("No solution found when resolving dependencies: Because transformers")
+    reason = cellmod.install_error_reason("the pins", 2, output * 3)  # too long for a reason
+    assert reason.startswith(f"install exited 2 (the pins): {CONFLICT}")
+    assert len(reason) <= cellmod.INSTALL_REASON_CHARS and reason.endswith(cellmod.CUT)
+    assert cellmod.installer_message("Resolving...\nno matching distribution\n\n") == (
+        "no matching distribution"
+    )
+    assert cellmod.install_error_reason("the pins", 1, "\x1b[2m\x1b[0m\n") == (
+        "install exited 1 (the pins)"
+    )
+
+
+UV_LINES = sorted({line for p in UV_OUTPUTS.glob("*.txt") for line in p.read_text().splitlines()})
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(UV_LINES),
+            st.sampled_from(["\x1b[1m\x1b[31merror\x1b[39m\x1b[0m:", "  ×", "  ╰─▶", "hint:", ""]),
+            st.text(),
+        ),
+        max_size=12,
+    ),
+    st.integers(min_value=60, max_value=600),  # room for the marker and some text
+)
+def test_any_output_gives_one_clean_line_within_the_limit(lines: list[str], limit: int) -> None:
+    output = "\n".join(lines)
+    message = cellmod.installer_message(output, limit)
+    assert len(message) <= limit
+    assert message.isprintable() and message == " ".join(message.split())
+    if len(cellmod.installer_message(output, 10**6)) > limit:
+        assert message.endswith(cellmod.CUT.lstrip())
+
+
+def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> None:
+    """Real uv: a candidate that is not a project fails after the pins; pins that do not exist
+    fail the first install. Each reason names the install and carries uv's message."""
+    uv = runner.uv_bin()
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+    python = venv / "bin" / "python"
+    folder = tmp_path / "notaproject"
+    folder.mkdir()
+    pins = [sys.executable, "-c", "print('the pins installed')"]
+    (tmp_path / "a").mkdir()
+    p = plan(tmp_path / "a", "def test_a(): pass\n", install=[pins])
+    p.candidates = [str(folder)]
+    p.install.append(cellmod.candidate_command(uv, python, p.candidates))
+    result = run_cell(p, echo=None)
+    assert result.status == "install-error"
+    assert result.reason == f"install exited 1 (the candidates): `{folder}` {NOT_A_PROJECT}"
+    assert read(p)["reason"] == result.reason
+    assert not (p.outdir / "junit.xml").exists()
+
+    missing = [uv, "pip", "install", "--python", str(python), "safetensors==99.0.0"]
+    (tmp_path / "b").mkdir()
+    p = plan(tmp_path / "b", "def test_a(): pass\n", install=[missing])
+    p.env["UV_OFFLINE"] = "1"  # known or not to the cache, the pin cannot resolve
+    p.candidates = ["tinylib==1.0"]  # given, but never reached
+    result = run_cell(p, echo=None)
+    assert result.status == "install-error"
+    assert result.reason.startswith(
+        "install exited 1 (the pins): No solution found when resolving dependencies: Because "
+    ), result.reason
+    assert "safetensors==99.0.0" in result.reason
+    assert "\n" not in result.reason and len(result.reason) <= cellmod.INSTALL_REASON_CHARS
 
 
 def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:

@@ -40,8 +40,14 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "torch2.6-ao0.6-clean": ("passed", ()),
     "torch2.6-ao0.7-clean": ("passed", ()),
     "torch2.6-ao0.8-clean": ("passed", ()),
-    "torch2.99-ao0.8-clean": ("install-error", ("install exited",)),
-    "torch2.6-ao0.98-clean": ("install-error", ("install exited",)),
+    "torch2.99-ao0.8-clean": (
+        "install-error",
+        ("install exited 1 (the pins): No solution", "2.99.0"),
+    ),
+    "torch2.6-ao0.98-clean": (
+        "install-error",
+        ("install exited 1 (the pins): No solution", "0.98.0"),
+    ),
     "torch2.6-ao0.6-crash": ("crashed", ("SIGSEGV",)),
     "torch2.6-ao0.7-crash": ("crashed", ("exited 0", "before pytest finished")),
     "torch2.6-ao0.8-crash": ("crashed", ("exited 5", "before pytest finished")),
@@ -360,12 +366,43 @@ def test_gate_names_skipped_and_fewer_tests_and_excuses_only_an_absent_backend(
     assert verdict["ok"] is True
 
 
+def test_a_candidate_that_does_not_install_is_named_by_the_gate(
+    tmp_path: Path, fault_envdir: Path
+) -> None:
+    """``nox -s gate -- --candidate safetensors==99.0.0`` (offline, as every run here): the pins
+    install, the candidate does not. The cell is an install-error whose reason names the
+    candidates' install and carries uv's message; the gate's row says so, in gate.json and in
+    gate.md, which the workflow appends to the step summary."""
+    project = Project.create(
+        tmp_path / "project", fault_envdir, matrix_toml({"clean": {"0.8": "none"}})
+    )
+    done = project.nox("-s", "baseline")
+    assert done.returncode == 0, done.stdout[-3000:]
+    done = project.nox("-s", "gate", "--", "--candidate", "safetensors==99.0.0")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    cid = "torch2.6-ao0.8-clean"
+    cell = project.cell(cid)
+    assert cell["status"] == "install-error" and cell["candidates"] == ["safetensors==99.0.0"]
+    reason = cell["reason"]
+    assert reason.startswith(
+        "install exited 1 (the candidates): No solution found when resolving dependencies: Because "
+    ), reason
+    assert "safetensors==99.0.0" in reason and "\n" not in reason
+    verdict = json.loads((project.reports / "gate.json").read_text())
+    assert [(r["class"], r["cell"], r["test"], r["after"], r["why"]) for r in verdict["rows"]] == [
+        ("missing", cid, "*", "install-error", reason)
+    ]
+    row = f"| missing | {cid} | `*` | passed | install-error | yes | {reason} |"
+    assert row in (project.reports / "gate.md").read_text().splitlines()
+
+
 # every fault this module injects (the README states the count)
 INJECTED = (
     sorted({f for faults in MANY.values() for f in faults.values()} - {"none", "fails"})
     + [
         "uninstallable torch pin",
         "uninstallable TorchAO pin",
+        "uninstallable gate candidate",
         "stale expected failure",
         "a folder where cell.json goes",
         "reports/cells deleted",

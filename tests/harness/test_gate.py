@@ -1,5 +1,6 @@
 """The regression gate: every class on constructed records, the committed baseline (schema 1)
-still accepted, and a candidate wheel end to end."""
+still accepted, gate.md's rows whatever they hold, a candidate wheel end to end, and a candidate
+that does not install, named with uv's own words."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from harness import cell as cellmod
 from harness import gate, paths, spec, verdict
 from harness import run as run_mod
 from harness.cell import CellPlan, CellResult, candidate_command, run_cell
@@ -200,6 +204,65 @@ def test_the_committed_baseline_is_still_read(tmp_path: Path) -> None:
         gate.compare({**committed, "schema": 99}, gate.snapshot(tmp_path, expect(*cpu_core)))
 
 
+# --- gate.md: one table row per row, whatever its fields hold --------------------------------
+
+
+def gfm_cells(line: str) -> list[str]:
+    """A table row's cells as GitHub's table extension splits them: at every ``|`` that no
+    backslash escapes (a backslash escapes the character after it, a backslash too)."""
+    cells, current, i = [], "", 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line):
+            current, i = current + line[i : i + 2], i + 2
+            continue
+        if line[i] == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += line[i]
+        i += 1
+    return [*cells, current][1:-1]
+
+
+def one_row(cell: str, test: str, why: str) -> dict[str, Any]:
+    row = {"class": "missing", "cell": cell, "test": test, "before": "passed", "fatal": True}
+    return {
+        "ok": False,
+        "summary": dict.fromkeys(gate.CLASSES, 0) | {"missing": 1},
+        "candidates": [],
+        "rows": [{**row, "after": "install-error", "why": why}],
+    }
+
+
+def table_rows(md: str) -> list[str]:
+    lines = md.splitlines()
+    start = lines.index("| class | cell | test | before | after | fails the gate | why |") + 2
+    return lines[start:]
+
+
+@given(st.text(), st.text())
+def test_a_row_stays_one_row_whatever_its_why(test: str, why: str) -> None:
+    (line,) = table_rows(gate.render_markdown(one_row(C68, test, why)))
+    cells = gfm_cells(line)
+    assert len(cells) == 7 and cells[:2] == [" missing ", f" {C68} "]
+    assert cells[-2:] == [" yes ", f" {gate.table_cell(why, gate.WHY_CHARS)} "]
+
+
+def test_a_long_why_with_pipes_and_lines_is_cut_escaped_and_kept_whole_in_gate_json() -> None:
+    assert gate.WHY_CHARS >= cellmod.INSTALL_REASON_CHARS  # an install error is never cut here
+    why = 'error: a | b\n  cause: File "<string>", x<0.20\r\n' + "y" * 1000
+    result = one_row(C68, "t::a[x|y]", why)
+    (line,) = table_rows(gate.render_markdown(result))
+    assert line.startswith(
+        f"| missing | {C68} | `t::a[x\\|y]` | passed | install-error | yes |"
+        ' error: a \\| b cause: File "&lt;string>", x<0.20 yyy'
+    )
+    assert line.endswith(f"yyy{gate.CUT} |")
+    shown = gfm_cells(line)[-1].strip().replace("\\|", "|").replace("&lt;", "<")
+    assert len(shown) == gate.WHY_CHARS
+    assert result["rows"][0]["why"] == why  # gate.json keeps it whole
+
+
 # --- end to end: a baseline run, then a candidate wheel that changes behaviour -------------
 
 
@@ -341,3 +404,64 @@ def test_a_changed_alone_scenario_is_downstream_impact(
     assert [r["test"] for r in result["rows"] if r["fatal"]] == ([] if ok else [THROUGH])
     md = gate.render_markdown(result)
     assert "## Downstream impact" in md and "| accelerate | cpu_offload |" in md
+
+
+# --- a candidate that does not install: the gate says why, in uv's words ---------------------
+
+
+def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
+    tmp_path: Path,
+) -> None:
+    """Real uv, offline: the candidate is a folder that is not a project. The cell is an
+    install-error whose reason names the install and carries uv's message; the gate's row for
+    the whole cell has it as its why, in gate.json and as one row of gate.md."""
+    uv = uv_bin()
+    venv = tmp_path / "venv"
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+    cell = Cell("3.11", Version_("2.6", "2.6.0"), Version_("0.8", "0.8.0"), Backend("cpu"), 120)
+    base, cur = tmp_path / "base", tmp_path / "cur"
+    write_cell(base, cell.id, "passed", {"t::a": "passed"})
+    candidate = tmp_path / "not|a-project"  # a pipe in uv's message, for gate.md to escape
+    candidate.mkdir()
+    pins = [sys.executable, "-c", "print('pins: nothing to do')"]
+    plan = CellPlan(
+        cell,
+        python,
+        paths.cell_dir(cur, cell.id),
+        [pins, candidate_command(uv, python, [str(candidate)])],
+        ["--never-reached"],
+        [],
+        probe_script=Path(__file__).with_name("fake_probe.py"),
+        env={"UV_OFFLINE": "1"},
+        candidates=[str(candidate)],
+    )
+    result = run_cell(plan, echo=None)
+    reason = (
+        f"install exited 1 (the candidates): `{candidate}` does not appear to be a Python"
+        " project, as neither `pyproject.toml` nor `setup.py` are present in the directory"
+    )
+    assert (result.status, result.reason) == ("install-error", reason)
+
+    selection = run_mod.Selection(("core",), (), (cell,))
+    for folder in (base, cur):
+        run_mod.write_manifest(folder, run_mod.manifest(selection, "finished"))
+    baseline = tmp_path / "baseline.json"
+    assert gate.main(["baseline", "--from", str(base), "--out", str(baseline)]) == 0
+    assert gate.main(["check", "--from", str(cur), "--baseline", str(baseline)]) == 1
+    judged = json.loads((cur / "gate.json").read_text())
+    assert judged["candidates"] == [str(candidate)]
+    assert judged["rows"] == [
+        {
+            "class": "missing",
+            "cell": cell.id,
+            "test": "*",
+            "before": "passed",
+            "after": "install-error",
+            "fatal": True,
+            "why": reason,
+        }
+    ]
+    escaped = reason.replace("|", "\\|")
+    row = f"| missing | {cell.id} | `*` | passed | install-error | yes | {escaped} |"
+    assert row in (cur / "gate.md").read_text().splitlines()
