@@ -66,6 +66,9 @@ class CellResult:
     # a downstream cell's scenarios: nodeid -> library, scenario, route (alone / compat), link,
     # and the test's outcome from the reportlog (tests/downstream/conftest.py names them)
     scenarios: dict[str, dict[str, str]] = field(default_factory=dict)
+    # properties the nightly profile's time budget stopped before their examples ran out
+    # (tests/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
+    budget_cuts: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -381,6 +384,7 @@ def _take_tests(result: CellResult, log: evidence.TestLog) -> None:
     result.reruns = dict(sorted(log.reruns.items()))
     result.controls = control_outcomes(log)
     result.trackers = tracker_outcomes(log)
+    result.budget_cuts = dict(sorted(log.budget_cuts.items()))
 
 
 def _read_facts(path: Path) -> dict[str, Any] | None:

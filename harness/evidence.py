@@ -50,6 +50,8 @@ class TestLog:
     skips: dict[str, str] = field(default_factory=dict)  # skipped tests' reasons
     unfinished: list[str] = field(default_factory=list)  # set up, never torn down
     trackers: dict[str, str] = field(default_factory=dict)  # upstream-bug tracker -> reason
+    # properties the nightly's time budget stopped (tests/budget.py): nodeid -> what they ran
+    budget_cuts: dict[str, str] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -67,6 +69,27 @@ class TestLog:
             for n, s in sorted(self.outcomes.items())
             if s in FAILING
         ]
+
+
+BUDGET_PROPERTY = "hypothesis-budget"  # tests/budget.py's user property
+
+
+def _budget_cut(props: Any) -> str:
+    """'ran N of M examples in S s (budget B s)' from a test report's user properties, or ''.
+    The record is the test process's output: anything malformed reads as no cut."""
+    if not isinstance(props, list):
+        return ""
+    for pair in props:
+        if isinstance(pair, list) and len(pair) == 2 and pair[0] == BUDGET_PROPERTY:
+            try:
+                cut = json.loads(pair[1])
+                return (
+                    f"ran {int(cut['ran'])} of {int(cut['asked'])} examples in"
+                    f" {float(cut['seconds']):.0f} s (time budget {float(cut['budget']):.0f} s)"
+                )
+            except (TypeError, ValueError, KeyError):
+                return ""
+    return ""
 
 
 def read_reportlog(path: Path) -> TestLog:
@@ -116,6 +139,10 @@ def read_reportlog(path: Path) -> TestLog:
             log.trackers[nodeid] = ("fixed: " if fixed else "") + reason.removeprefix(
                 "[XPASS(strict)] "
             )
+        if when == "call":
+            cut = _budget_cut(rec.get("user_properties"))
+            if cut:
+                log.budget_cuts[nodeid] = cut
         if outcome == "rerun":  # pytest-rerunfailures: this attempt failed, another follows
             log.reruns[nodeid] = log.reruns.get(nodeid, 0) + 1
             continue

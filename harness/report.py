@@ -138,6 +138,9 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
             "by_status": dict(sorted(statuses.items())),
             "bad_cells": sum(statuses[s] for s in BAD_STATUSES),
             "tests": dict(tests),
+            # properties a time budget stopped (the nightly profile): shown, never hidden
+            "budget_cuts": sum(len(cell.get("budget_cuts") or {}) for cell in cells),
+            "budget_cells": sum(1 for cell in cells if cell.get("budget_cuts")),
         },
     }
 

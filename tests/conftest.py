@@ -1,8 +1,9 @@
 """Test-suite plumbing shared by every matrix cell.
 
 - Hypothesis profiles (``tests/profiles.py``): ``ci`` (derandomized: the default of every run),
-  ``nightly`` (random exploration, 10,000 examples, an example database), ``replay`` (replays
-  that database); ``HYPOTHESIS_PROFILE`` picks one.
+  ``nightly`` (random exploration, 10,000 examples, an example database, each property within
+  its share of the cell's time: ``tests/budget.py``), ``replay`` (replays that database);
+  ``HYPOTHESIS_PROFILE`` picks one.
 - The cell this run belongs to: from ``$COMPAT_MATRIX_CELL`` (written by the harness), else
   matched from matrix.toml by the installed torch / TorchAO versions (a plain ``pytest`` run).
 - Expected failures declared in matrix.toml are applied to the matching tests here.
@@ -179,6 +180,8 @@ DATALESS = frozenset({"meta"})  # backends whose tensors have no bytes
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the nightly profile's time budget per property (tests/budget.py)
+    config.pluginmanager.import_plugin("tests.budget")
     config.addinivalue_line("markers", "with_data: only backends whose tensors hold bytes")
     config.addinivalue_line("markers", "dataless: only backends whose tensors hold no bytes")
 

@@ -414,6 +414,47 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
     assert failures == [{"nodeid": "t::td", "outcome": "error", "message": "boom"}]
 
 
+def test_a_property_the_time_budget_stopped_is_recorded_in_the_cell(tmp_path: Path) -> None:
+    """tests/budget.py puts a user property on a property's report (the line below is one from
+    a real nightly run here); the cell's record carries it, so the report can say so."""
+    cut = '{"test": "t::prop", "asked": 10000, "ran": 7893, "seconds": 6.09967, "budget": 21.4285}'
+    records = [
+        {
+            "$report_type": "TestReport",
+            "nodeid": "t::prop",
+            "when": "call",
+            "outcome": "passed",
+            "user_properties": [["hypothesis-budget", cut]],
+        },
+        {
+            "$report_type": "TestReport",
+            "nodeid": "t::whole",
+            "when": "call",
+            "outcome": "passed",
+            "user_properties": [["other", "x"]],
+        },
+        {  # a malformed record (the test process wrote it) reads as no cut, never a crash
+            "$report_type": "TestReport",
+            "nodeid": "t::odd",
+            "when": "call",
+            "outcome": "passed",
+            "user_properties": [["hypothesis-budget", "{not json"]],
+        },
+        {"$report_type": "SessionFinish", "exitstatus": 0},
+    ]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    test_log = read_reportlog(log)
+    assert test_log.budget_cuts == {
+        "t::prop": "ran 7893 of 10000 examples in 6 s (time budget 21 s)"
+    }
+    result = cellmod.CellResult("c", "core", "3.11", "2.6", "0.8", "cpu", [])
+    cellmod._take_tests(result, test_log)
+    assert result.budget_cuts == test_log.budget_cuts
+    written = json.loads(result.write(tmp_path / "cell").read_text())
+    assert written["budget_cuts"] == test_log.budget_cuts
+
+
 @pytest.mark.parametrize("env_value", [None, "file:///somewhere/simple"])
 def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: str | None) -> None:
     c = make_cell(backend=Backend("cpu", index_env="X_INDEX"))

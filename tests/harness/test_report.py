@@ -163,6 +163,21 @@ def test_a_cut_summary_leaves_room_for_the_judged_line_in_the_same_step(
     assert len((judged + "\n\n" + md).encode()) <= report.STEP_SUMMARY_LIMIT - 1024
 
 
+def test_properties_stopped_by_the_time_budget_are_counted_on_both_pages(run: Run) -> None:
+    cuts = {"t::a": "ran 10 of 10000 examples in 30 s (time budget 21 s)", "t::b": "ran 9"}
+    run.cell("2.5", "0.6", "cpu", "passed", budget_cuts=cuts)
+    data = run.write()
+    assert (data["totals"]["budget_cuts"], data["totals"]["budget_cells"]) == (2, 1)
+    said = "2 properties in 1 cells stopped at their time budget"
+    assert said in (run.reports / "matrix.md").read_text()
+    assert said in (run.reports / "matrix.html").read_text()
+
+
+def test_a_run_without_budget_cuts_says_nothing_of_a_budget(run: Run) -> None:
+    run.write()
+    assert "time budget" not in (run.reports / "matrix.md").read_text()
+
+
 def test_html_escapes_what_tests_print(run: Run) -> None:
     run.write()
     page = (run.reports / "matrix.html").read_text()

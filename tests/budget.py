@@ -1,0 +1,178 @@
+"""The nightly profile's time budget: a property generates its examples until it has them all or
+its share of the cell's time is spent, whichever comes first, and a property the clock stopped
+is reported as such (never hidden, never a failure).
+
+Why: the nightly asks 10,000 examples per property, and a cell has one wall-clock limit for
+install and tests (matrix.toml ``cell_timeout_s``, 1,500 s). Measured on this project's 2-core
+machine, the default cell with 10,000 examples per property needs hours (``test_sharing.py``
+alone did not finish in 300 s), so every nightly cell ran past its limit and the night was red
+by timeout. Now the properties of a cell share :data:`SHARE` of the cell's limit, split evenly
+among the properties collected; the rest is for install, collection, the example-based tests
+and a rerun.
+
+How, per property (only in the profiles of :data:`BUDGETED`; ``ci`` and ``replay`` never read
+the clock, so their verdicts never depend on time):
+
+1. it runs in rounds, each a Hypothesis run of its own (each replays the example database
+   first): :data:`CALIBRATION` examples, then each round as many as fit in what is left of the
+   property's share at the cost per example measured so far, at most :data:`GROWTH` times the
+   examples run so far (later examples are larger: measured here, one estimate from the first
+   ten examples ran a property 3.7x past its share), until the property has all the examples
+   its settings ask (10,000 in ``nightly``) or its share is spent;
+2. when it ran fewer than asked, the property is recorded: the test's ``user_properties``
+   (``hypothesis-budget``, in the reportlog the harness keeps), and a section of the terminal
+   summary naming each one with its examples run, asked and seconds.
+
+``$COMPAT_PROPERTY_BUDGET_S`` overrides the total for all properties of the session. A pytest
+plugin: tests/conftest.py registers it (``-p tests.budget`` does the same for another suite).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pytest
+from hypothesis import settings
+
+from tests import profiles
+
+ENV: Final = "COMPAT_PROPERTY_BUDGET_S"
+BUDGETED: Final = frozenset({"nightly"})
+# the properties' share of a cell's limit. Measured on this machine (2 cores, like a GitHub
+# hosted runner of a private repository; a public one has 4 cores of the same speed class, and a
+# cell runs single-threaded): a cell's install takes ~60-180 s cold, collection ~10 s, the
+# example-based tests ~40 s; a failing property is rerun once (pytest-rerunfailures), replaying
+# its failure from the database first, in seconds. Half the limit leaves the other half for them.
+SHARE: Final = 0.5
+CALIBRATION: Final = 10  # the first round's examples
+GROWTH: Final = 3  # a round runs at most this many times the examples run before it
+PROPERTY: Final = "hypothesis-budget"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A property the clock stopped: it ran ``ran`` of ``asked`` examples in ``seconds``."""
+
+    test: str
+    asked: int
+    ran: int
+    seconds: float
+    budget: float
+
+    def line(self) -> str:
+        return (
+            f"{self.test}: {self.ran} of {self.asked} examples in {self.seconds:.0f} s"
+            f" (its share of the time budget: {self.budget:.0f} s)"
+        )
+
+
+def total_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds for all the session's properties: ``$COMPAT_PROPERTY_BUDGET_S``, else
+    :data:`SHARE` of matrix.toml's ``cell_timeout_s`` (the matrix the harness runs)."""
+    raw = environ.get(ENV, "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise pytest.UsageError(f"{ENV}={raw!r}: expected a positive number of seconds")
+        return value
+    from harness import paths, spec  # standard library + packaging only
+
+    return SHARE * spec.load(paths.matrix_path(environ)).cell_timeout_s
+
+
+def is_property(item: pytest.Item) -> bool:
+    return isinstance(item, pytest.Function) and bool(
+        getattr(item.obj, "is_hypothesis_test", False)
+    )
+
+
+class Budget:
+    """The session's budget: set up at collection, applied per property, summarised at the end."""
+
+    def __init__(self) -> None:
+        self.per_property = 0.0  # 0: no budget (a profile outside BUDGETED)
+        self.cuts: list[Cut] = []
+
+    def configure(self, items: list[pytest.Item], profile: str) -> None:
+        count = sum(1 for item in items if is_property(item))
+        if profile in BUDGETED and count:
+            self.per_property = total_seconds() / count
+
+    def applies(self, item: pytest.Item) -> bool:
+        return self.per_property > 0 and is_property(item)
+
+    def run(self, item: pytest.Function, call: Callable[[], Any]) -> None:
+        """Run the property ``item`` (``call`` calls it) within its share; record a cut.
+
+        In rounds: :data:`CALIBRATION` examples, then each round at most :data:`GROWTH` times
+        the examples run so far and no more than the time left allows at the cost measured so
+        far (examples grow as Hypothesis explores, so the cost is measured again each round)."""
+        test = item.obj
+        asked_settings: settings = test._hypothesis_internal_use_settings
+        asked = int(asked_settings.max_examples)
+        start = time.monotonic()
+        ran = 0
+        chunk = min(CALIBRATION, asked)
+        while chunk > 0:
+            _with_examples(test, asked_settings, chunk, call)
+            ran += chunk
+            spent = time.monotonic() - start
+            left = self.per_property - spent
+            if ran >= asked or left <= 0:
+                break
+            fits = int(left * ran / spent) if spent > 0 else asked
+            chunk = min(asked - ran, GROWTH * ran, fits)
+        if ran < asked:
+            cut = Cut(item.nodeid, asked, ran, time.monotonic() - start, self.per_property)
+            self.cuts.append(cut)
+            item.user_properties.append((PROPERTY, json.dumps(cut.__dict__)))
+
+    def summary(self, reporter: Any) -> None:
+        if not self.per_property:
+            return
+        reporter.section("hypothesis: properties stopped by the time budget")
+        reporter.write_line(
+            f"profile {profiles.selected()}: {self.per_property:.0f} s per property"
+            f" ({ENV} or {SHARE} of the cell's limit, split evenly)"
+        )
+        for cut in self.cuts:
+            reporter.write_line(cut.line())
+        if not self.cuts:
+            reporter.write_line("none: every property ran all the examples it asks for")
+
+
+def _with_examples(test: Any, base: settings, examples: int, call: Callable[[], Any]) -> None:
+    test._hypothesis_internal_use_settings = settings(base, max_examples=examples)
+    try:
+        call()
+    finally:
+        test._hypothesis_internal_use_settings = base
+
+
+BUDGET = Budget()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    BUDGET.configure(items, profiles.selected())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A property under a budgeted profile runs within its share of the cell's time."""
+    if not BUDGET.applies(pyfuncitem):
+        return None  # pytest calls the test as usual
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    BUDGET.run(pyfuncitem, lambda: pyfuncitem.obj(**args))
+    return True
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    BUDGET.summary(terminalreporter)

@@ -1,0 +1,97 @@
+"""The nightly profile's time budget (tests/budget.py), run for real: a throwaway suite with a
+slow property and a quick one runs under pytest in a subprocess with the budget plugin, and the
+slow one stops at its share of the time, passes, and is named in the summary and the reportlog.
+Under the ``ci`` profile nothing reads the clock: every example runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import budget
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = """
+import time
+from hypothesis import given, strategies as st
+
+@given(st.integers())
+def test_slow(x):
+    time.sleep(0.02)  # 10,000 examples: 200 s
+
+@given(st.integers())
+def test_quick(x):
+    pass
+
+def test_plain():
+    pass
+"""
+CONFTEST = "from tests import profiles\n\nprofiles.load()\n"
+
+
+def run_suite(
+    tmp_path: Path, profile: str, budget_s: str
+) -> tuple[subprocess.CompletedProcess[str], float, list[dict[str, object]]]:
+    (tmp_path / "test_throwaway.py").write_text(SUITE)
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    log = tmp_path / "log.jsonl"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HYPOTHESIS_PROFILE": profile,
+        budget.ENV: budget_s,
+        "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / ".hypothesis"),
+    }
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.budget", "-p", "no:cacheprovider",
+         f"--report-log={log}", "--rootdir", str(tmp_path), str(tmp_path), "-q"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    reports = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    return done, seconds, reports
+
+
+def test_a_nightly_property_stops_at_its_share_and_says_so(tmp_path: Path) -> None:
+    done, seconds, reports = run_suite(tmp_path, "nightly", "6")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 passed" in done.stdout
+    # two properties share 6 s: the slow one, 200 s unbounded, stops near its 3 s
+    assert seconds < 60, seconds
+    assert "properties stopped by the time budget" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if "test_slow:" in x)
+    assert "of 10000 examples in" in line and "(its share of the time budget: 3 s)" in line
+    ran = int(line.split(": ")[1].split(" of ")[0])
+    assert 10 <= ran < 10_000
+    # the reportlog (which the harness keeps per cell) carries it on the test's report
+    (call,) = [
+        r for r in reports
+        if r.get("nodeid", "").endswith("::test_slow") and r.get("when") == "call"
+    ]  # fmt: skip
+    recorded = dict(call["user_properties"])[budget.PROPERTY]
+    assert json.loads(recorded)["ran"] == ran and json.loads(recorded)["asked"] == 10_000
+
+
+def test_the_ci_profile_never_reads_the_clock(tmp_path: Path) -> None:
+    done, _, _ = run_suite(tmp_path, "ci", "0.001")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped by the time budget" not in done.stdout and "3 passed" in done.stdout
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "soon"])
+def test_a_bad_budget_is_refused_with_the_value(raw: str) -> None:
+    with pytest.raises(pytest.UsageError, match=f"{budget.ENV}={raw!r}: expected a positive"):
+        budget.total_seconds({budget.ENV: raw})
+
+
+def test_without_an_override_the_properties_get_half_the_cells_limit() -> None:
+    from harness import spec
+
+    assert budget.total_seconds({}) == budget.SHARE * spec.load().cell_timeout_s
