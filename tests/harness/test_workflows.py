@@ -220,21 +220,36 @@ def test_uv_cache_persists_keyed_on_the_pins() -> None:
 
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own CPU wheel index
+# on GitHub's hosted runners only: a self-hosted runner (act's jobs on this host too) keeps the
+# machine's configured index
+CPU_DEFAULT = f"(runner.environment == 'github-hosted' && '{CPU_INDEX}' || '')"
+
+
+def cell_step(name: str) -> dict[str, Any]:
+    (step,) = [s for s in jobs(workflow("matrix.yml"))["cell"]["steps"] if s.get("name") == name]
+    return step
 
 
 def test_each_backend_index_comes_from_a_repository_variable() -> None:
-    """cpu cells default to the CPU wheel index on GitHub (the variable still overrides it);
-    the other backends have no default."""
-    env = jobs(workflow("matrix.yml"))["cell"]["env"]
+    """cpu cells on GitHub's hosted runners default to the CPU wheel index (the variable still
+    overrides it); the other backends have no default."""
+    env = cell_step("run the cell")["env"]
     for backend in spec.load().backends.values():
         assert backend.index_env, backend.name
-        default = f" || '{CPU_INDEX}'" if backend.name == "cpu" else ""
+        default = f" || {CPU_DEFAULT}" if backend.name == "cpu" else ""
         assert env[backend.index_env] == f"${{{{ vars.{backend.index_env}{default} }}}}"
-    # the README's test command runs the default cell (cpu) in ci.yml's tests job too
+    # the README's test command runs the default cell (cpu) in ci.yml's tests job, and the
+    # nightly's mutation job installs the cpu cells: the same index
     (run_tests,) = [
         s for s in jobs(workflow("ci.yml"))["tests"]["steps"] if "nox -s tests" in s.get("run", "")
     ]
     assert run_tests["env"]["COMPAT_MATRIX_INDEX_CPU"] == env["COMPAT_MATRIX_INDEX_CPU"]
+    (mutation,) = [
+        s
+        for s in jobs(workflow("nightly.yml"))["mutation"]["steps"]
+        if s.get("name") == "nox -s mutation"
+    ]
+    assert mutation["env"]["COMPAT_MATRIX_INDEX_CPU"] == env["COMPAT_MATRIX_INDEX_CPU"]
     # locally no index is assumed: the machine's configured one
     assert spec.load().backends["cpu"].index_url({}) is None
 

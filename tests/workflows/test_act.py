@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows import act
+from tests.workflows import act, upstream
 from tests.workflows.conftest import TIMES
 
 CELL = "torch2.6-ao0.8-cpu"
@@ -44,8 +44,13 @@ def explain(run: act.Run) -> str:
     return "\n".join([*rows, "--- log tail", run.tail()])
 
 
+def prefix(run: act.Run) -> str:
+    """The call's artifact prefix: '' for ci / nightly, gate-<digest>- for a gate call."""
+    return run.one("setup").set_outputs.get("prefix", "")
+
+
 def cell_record(run: act.Run, cell: str) -> dict[str, object]:
-    path = run.artifact(f"reports-tests-{cell}") / cell / "cell.json"
+    path = run.artifact(f"{prefix(run)}reports-tests-{cell}") / cell / "cell.json"
     return dict(json.loads(path.read_text()))
 
 
@@ -85,6 +90,8 @@ def test_ci_on_push_is_green_and_the_summary_holds_the_matrix(tmp_path: Path) ->
     assert checkouts and all(a["ref"] == sha for a in checkouts)
     assert all(a["persist-credentials"] == "false" for a in checkouts)
     assert all(a.get("overwrite") == "true" for a in run.actions() if a["action"] == "upload")
+    # a run without candidates is trusted: it saves uv's cache for later runs
+    assert [a for a in run.actions() if a["action"] == "cache-save"], explain(run)
 
 
 def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path: Path) -> None:
@@ -110,11 +117,19 @@ def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path:
     assert "Candidates: `safetensors==0.8.0`" in summary
     url = f"https://github.com/{PR['repository']}/pull/{PR['number']}"
     assert f"Judged: upstream pull request [{PR['repository']}#{PR['number']}]({url})" in summary
-    stored = run.artifact("matrix-report")
+    assert prefix(run).startswith("gate-")  # a call with candidates: its own artifact names
+    stored = run.artifact(f"{prefix(run)}matrix-report")
     assert json.loads((stored / "gate.json").read_text())["ok"] is True
     assert (stored / "gate.md").read_text() in summary
     verdict = run.one("verdict").summary  # gate.yml's own summary names the PR again
     assert f"[{PR['repository']}#{PR['number']}]" in verdict and "Gate verdict: **pass**" in verdict
+    # the candidate ran in the cell: nothing it could touch is saved to a cache other runs
+    # restore (it restored one: reading is harmless)
+    caches = [a["action"] for a in run.actions() if a["action"].startswith("cache-")]
+    assert "cache-restore" in caches and "cache-save" not in caches, caches
+    # no token for the upstream repository here: the verdict job says it posted no status
+    said = "\n".join(run.one("verdict").output)
+    assert "no commit status posted" in said and "UPSTREAM_STATUS_TOKEN is not set" in said, said
 
 
 CALLER = """\
@@ -164,7 +179,7 @@ def test_gate_called_with_a_breaking_candidate_is_red_and_names_the_test(tmp_pat
     assert "Judged: upstream pull request [huggingface/safetensors#77]" in summary
     assert "# Regression gate: ❌ the gate fails" in summary
     assert f"| regression | {CELL} | `{REGRESSED}` | passed | failed | yes |" in summary
-    gate = json.loads((run.artifact("matrix-report") / "gate.json").read_text())
+    gate = json.loads((run.artifact(f"{prefix(run)}matrix-report") / "gate.json").read_text())
     regressed = {r["test"] for r in gate["rows"] if r["class"] == "regression"}
     assert REGRESSED in regressed
     # act ends a run at a failed called workflow, so the caller's next job never starts here;
@@ -181,8 +196,154 @@ def test_gate_called_as_a_reusable_workflow_hands_its_outputs_to_the_caller(
     assert run.returncode == 0, explain(run)
     caller = run.one("outputs")
     assert caller.result == "success", explain(run)
-    assert "verdict=pass regressions=0 artifact=matrix-report" in caller.summary
+    assert f"verdict=pass regressions=0 artifact={prefix(run)}matrix-report" in caller.summary
     assert "Gate verdict: **pass**, 0 regressed tests" in run.one("verdict").summary
+
+
+# --- an upstream project calls the gate: the README's caller workflow -------------------------
+
+DS_CELL = "torch2.6-ao0.8-ds2026.11-cpu"  # installs accelerate: the downstream tier's cell
+OFFLOAD = "tests/downstream/test_accelerate.py::test_cpu_offload_of_torchao_weights_{}"
+
+
+def readme_caller() -> str:
+    return upstream.caller_example(upstream.README.read_text())
+
+
+def test_readme_caller_workflow_is_complete_and_lints_clean() -> None:
+    """What GitHub needs of the caller, checked on the README's block (act checks neither the
+    permissions nor the inputs' types), then zizmor and GitHub's workflow schema."""
+    example = readme_caller()
+    assert upstream.problems(example) == []
+    assert upstream.linted(example) == []
+
+
+# each is what a caller written from the README's earlier one-line description got wrong
+BROKEN = {
+    "no subdirectory": ("#subdirectory=bindings/python", "", "candidates: expected"),
+    "no contents: read": ("    permissions:\n      contents: read\n", "", "`contents: read`"),
+    "number not a string": (
+        "${{ format('{0}', github.event.pull_request.number) }}",
+        "${{ github.event.pull_request.number }}",
+        "pr-number: ${{ github.event.pull_request.number }} is a number",
+    ),
+    "outputs skipped after a red gate": ("    if: ${{ !cancelled() }}\n", "", "!cancelled()"),
+    "run: with an unquoted colon": (
+        "run: |\n          echo",
+        "run: echo",
+        "not valid YAML",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_the_caller_checks_name_what_a_broken_caller_lacks(case: str) -> None:
+    before, after, named = BROKEN[case]
+    example = readme_caller()
+    assert example.count(before) == 1
+    found = upstream.problems(example.replace(before, after))
+    assert any(named in p for p in found), found
+
+
+def call_from_upstream(tmp_path: Path, name: str, candidate: str, number: int, sha: str) -> act.Run:
+    """The README's caller workflow in the copy, triggered by a pull request of ``number`` whose
+    head is ``sha``; only the lines a local run must change are changed."""
+    repo, work = scenario(tmp_path, name)
+    text, diff = upstream.for_act(readme_caller(), candidate=candidate, cells=DS_CELL)
+    assert diff == [
+        "-    uses: OWNER/compat-matrix/.github/workflows/gate.yml@<sha>",
+        "+    uses: ./.github/workflows/gate.yml",
+        f'-      candidates: "{upstream.CANDIDATE}"',
+        f'+      candidates: "{candidate}"',
+        f"+      cells: {DS_CELL}",
+    ]
+    (repo / ".github" / "workflows" / "compat-matrix.yml").write_text(text)
+    act.commit(repo)
+    pr = {"number": number, "head": {"sha": sha, "ref": "pr"}, "base": {"ref": "main"}}
+    payload = {"action": "synchronize", "number": number, "pull_request": pr}
+    return act.run_act(repo, work, "pull_request", "compat-matrix.yml", payload)
+
+
+def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
+    tmp_path: Path,
+) -> None:
+    """An upstream repository whose package is in a subdirectory (accelerate's source in
+    python/): its pull request with one regression is red naming the test it breaks; the same
+    repository untouched, as a wheel built from it, is green and the caller reads the outputs."""
+    source, base = upstream.accelerate_repository(tmp_path / "upstream")
+    wheel = upstream.build_wheel(source, base, tmp_path / "dist")
+    head = upstream.regress(source)
+    pr_head = "${{ github.event.pull_request.head.sha }}"
+    from_source = f"accelerate @ git+file://{source}@{pr_head}#subdirectory=python"
+    installed = f"accelerate @ git+file://{source}@{head}#subdirectory=python"
+
+    red = call_from_upstream(tmp_path, "upstream-red", from_source, 4242, head)
+    report(red, "README caller on pull_request: accelerate source tree with a regression")
+    assert red.returncode != 0
+    results = {j.job_id: j.result for j in red.jobs.values()}
+    assert results["cell"] == "failure" and results["aggregate"] == "failure", explain(red)
+    (cell,) = red.by_id("cell")
+    assert cell.matrix["cell"] == DS_CELL
+    prefix = red.one("setup").set_outputs["prefix"]
+    record = json.loads(
+        (red.artifact(f"{prefix}reports-tests-{DS_CELL}") / DS_CELL / "cell.json").read_text()
+    )
+    assert record["candidates"] == [installed]  # the payload's head sha, through the expression
+    assert record["installed"]["accelerate"] == upstream.VERSION  # over the pinned 1.15.0
+    summary = red.one("aggregate").summary
+    assert f"[{act.REPOSITORY}#4242]" in summary and f"at `{head[:12]}`" in summary
+    assert "# Regression gate: ❌ the gate fails" in summary
+    assert (
+        f"| regression | {DS_CELL} | `{OFFLOAD.format('through_compat')}` | passed | failed | yes |"
+        in summary
+    )
+    gate = json.loads((red.artifact(f"{prefix}matrix-report") / "gate.json").read_text())
+    assert {r["test"] for r in gate["rows"] if r["class"] == "regression"} == {
+        OFFLOAD.format("through_compat")
+    }
+    assert {r["test"] for r in gate["rows"] if r["class"] == "downstream impact"} == {
+        OFFLOAD.format("alone")
+    }
+    # act ends a run at a failed called workflow, so the caller's summary job does not start
+    # here (on GitHub it does: `if: !cancelled()`); the outputs it would read are the
+    # aggregate's (the green call reads them through)
+    outputs = red.one("aggregate").set_outputs
+    assert (outputs["verdict"], outputs["regressions"]) == ("fail", "1")
+    for caller in red.by_id("summary"):  # should act start it one day
+        assert "compat-matrix gate: fail, 1 regressed tests" in caller.summary, explain(red)
+
+    green = call_from_upstream(tmp_path, "upstream-green", str(wheel), 4243, base)
+    report(green, "README caller on pull_request: the untouched copy as a wheel")
+    assert green.returncode == 0, explain(green)
+    assert {j.job_id: j.result for j in green.jobs.values()} == {
+        "resolve": "success",
+        "setup": "success",
+        "cell": "success",
+        "aggregate": "success",
+        "verdict": "success",
+        "summary": "success",
+    }, explain(green)
+    green_prefix = green.one("setup").set_outputs["prefix"]
+    assert green_prefix.startswith("gate-") and green_prefix != prefix  # other candidates
+    record = json.loads(
+        (
+            green.artifact(f"{green_prefix}reports-tests-{DS_CELL}") / DS_CELL / "cell.json"
+        ).read_text()
+    )
+    assert record["candidates"] == [str(wheel)]
+    assert record["installed"]["accelerate"] == upstream.VERSION
+    assert "# Regression gate: ✅ no regressions" in green.one("aggregate").summary
+    caller = green.one("summary")
+    assert caller.result == "success", explain(green)
+    artifact = f"{green_prefix}matrix-report"
+    assert (
+        f"compat-matrix gate: pass, 0 regressed tests; tables in the artifact {artifact}"
+        in caller.summary
+    ), explain(green)
+    assert json.loads((green.artifact(artifact) / "gate.json").read_text())["ok"] is True
+    # every artifact of a call carries the call's prefix: two calls never share one
+    for run, name in ((red, prefix), (green, green_prefix)):
+        assert run.artifacts() and all(a.startswith(name) for a in run.artifacts())
 
 
 FAULTS = """
