@@ -376,12 +376,37 @@ def test_downstream_expected_failures_apply_to_their_group_only(tmp_path: Path) 
     ("old", "new", "field", "value"),
     [
         ('name = "2024.12"', 'name = "2024 12"', "downstream[0].name", "'2024 12'"),
-        ('torch = ["2.5"]\nrequirements', 'torch = ["2.6"]\nrequirements', "downstream[0].torch[0]", "'2.6'"),
-        ('torch = ["2.5"]\nrequirements', 'torch = ["9.9"]\nrequirements', "downstream[0].torch[0]", "'9.9'"),
-        ('"accelerate==1.2.1"', '"accelerate>=1.2"', "downstream[0].requirements[0]", "'accelerate>=1.2'"),
+        (
+            'torch = ["2.5"]\nrequirements',
+            'torch = ["2.6"]\nrequirements',
+            "downstream[0].torch[0]",
+            "'2.6'",
+        ),
+        (
+            'torch = ["2.5"]\nrequirements',
+            'torch = ["9.9"]\nrequirements',
+            "downstream[0].torch[0]",
+            "'9.9'",
+        ),
+        (
+            '"accelerate==1.2.1"',
+            '"accelerate>=1.2"',
+            "downstream[0].requirements[0]",
+            "'accelerate>=1.2'",
+        ),
         ('"accelerate==1.2.1", "transformers==4.47.1"', "", "downstream[0].requirements", "[]"),
-        ('downstream = ["2024.12"]\ntorchao', 'downstream = ["2025"]\ntorchao', "xfail[1].downstream[0]", "'2025'"),
-        ('tests = ["tests/downstream/test_a.py', 'tests = ["tests/test_a.py', "xfail[1].tests[0]", "'tests/test_a.py::test_alone'"),
+        (
+            'downstream = ["2024.12"]\ntorchao',
+            'downstream = ["2025"]\ntorchao',
+            "xfail[1].downstream[0]",
+            "'2025'",
+        ),
+        (
+            'tests = ["tests/downstream/test_a.py',
+            'tests = ["tests/test_a.py',
+            "xfail[1].tests[0]",
+            "'tests/test_a.py::test_alone'",
+        ),
     ],
     ids=[
         "name with a space",
