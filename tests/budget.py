@@ -23,6 +23,10 @@ the clock, so their verdicts never depend on time):
    (``hypothesis-budget``, in the reportlog the harness keeps), and a section of the terminal
    summary naming each one with its examples run, asked and seconds.
 
+Measured here (2 cores, with other work running): the default cell under ``nightly`` took 425 s
+in all (1,500 s limit), its 36 properties 21 s each; 16 of them stopped at the clock (the
+longest ran 25 s), the others ran their 10,000 examples.
+
 ``$COMPAT_PROPERTY_BUDGET_S`` overrides the total for all properties of the session. A pytest
 plugin: tests/conftest.py registers it (``-p tests.budget`` does the same for another suite).
 """
