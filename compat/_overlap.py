@@ -20,8 +20,10 @@ first byte to its last. Components of "the footprints share a byte" are found in
 4. every remaining pair with intersecting extents (across families, against the dense runs, or
    inside such a family) is decided by NumPy's exact bounded-Diophantine solver
    (``numpy.shares_memory`` with ``max_work``), run on address-only NumPy arrays that describe
-   the two geometries (no tensor memory is read or allocated). If the solver gives up, the pair
-   is taken to overlap: disjointness is never claimed without proof.
+   the two geometries by the dims that move through memory only (size-1 and stride-0 dims add
+   no byte, so a view expanded to any size gets the exact answer; no tensor memory is read or
+   allocated). If the solver gives up, the pair is taken to overlap: disjointness is never
+   claimed without proof.
 
 NumPy is imported only when step 4 meets a pair its shortcuts cannot decide.
 """
@@ -66,6 +68,7 @@ class Shape:
         "ident",
         "injective",
         "key",
+        "moving",
         "sizes",
         "strides",
     )
@@ -100,9 +103,11 @@ class Shape:
             self.extent = -(-numel * bits // 8)  # packed: ceil(numel * bits / 8) bytes
             self.dense = self.injective = True
             self.key: Key = (self.extent,)
+            self.moving: tuple[tuple[int, int], ...] = ()
             return
         # Dims that move through memory, by stride: size-1 and stride-0 dims address nothing new.
         dims = sorted((b, n) for n, b in zip(sizes, bstrides, strict=True) if n > 1 and b)
+        self.moving = tuple(dims)  # (byte stride, size): the footprint is theirs alone
         self.extent = sum((n - 1) * b for b, n in dims) + e
         # Dense (footprint == extent) iff the moving dims tile memory with no gap, smallest first.
         # Injective (no byte touched twice) is the weaker, sufficient check "each stride exceeds
@@ -191,10 +196,17 @@ class _AddressOnly:
 
 
 def _solver_shape(g: Geom) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Sizes and byte strides of an array with ``g``'s footprint, for NumPy's solver: only the
+    dims that move through memory (size-1 and stride-0 dims add no byte), so its size never
+    grows with an expanded dim (``expand(2**60, …)`` is free in torch; NumPy refuses an array
+    whose size times itemsize passes its maximum)."""
     shape = g.shape
     if shape.dense:  # its footprint is its extent: one run of bytes
         return (shape.extent,), (1,)
-    return (*shape.sizes, shape.dtype.itemsize), (*shape.bstrides, 1)
+    return (
+        (*(n for _, n in shape.moving), shape.dtype.itemsize),
+        (*(b for b, _ in shape.moving), 1),
+    )
 
 
 def _shares(lo_a: int, shape_a: Any, lo_b: int, shape_b: Any) -> bool:

@@ -180,3 +180,79 @@ def test_a_family_member_reached_only_through_another_joins_the_group() -> None:
     x = torch.zeros(400)
     sd = {f"v{o}": x.as_strided((2, 4), (25, 1), o) for o in (0, 22, 23, 28)}
     assert compat.find_overlapping_tensors(sd) == [frozenset(sd)]
+
+
+# --- expanded views of any size: the exact solver sees only the dims that move ----------------
+
+HUGE = st.integers(2, 2**62)  # sizes of stride-0 dims
+
+
+@st.composite
+def expanded_pair(
+    draw: st.DrawFn,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Two strided views of one storage, each with up to two stride-0 dims of any size inserted
+    (``expand`` is free in torch), and the same views with those dims of size 1: the reduced
+    equivalent, small enough for the byte oracle, with the same footprints."""
+    dtype = draw(st.sampled_from(PLAIN_DTYPES))
+    base = torch.zeros(draw(st.integers(1, 24)), dtype=dtype)
+    big: dict[str, torch.Tensor] = {}
+    small: dict[str, torch.Tensor] = {}
+    for name in ("a", "b"):
+        # "b" has a gap between its elements (a stride >= 2), so its footprint is not its
+        # extent and the pair reaches the exact solver unless a shortcut decides it
+        gap = [draw(st.tuples(st.integers(2, 4), st.integers(2, 6)))] if name == "b" else []
+        dims = gap + draw(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 6)), max_size=1))
+        reach = sum((n - 1) * s for n, s in dims)
+        offset = draw(st.integers(0, max(0, base.numel() - 1 - reach)))
+        if offset + reach >= base.numel():
+            dims = []
+        # "b" is always expanded, "a" maybe; at most 2**62 elements in all (torch's numel is
+        # an int64)
+        huge = [draw(HUGE)] if name == "b" or draw(st.booleans()) else []
+        if huge and 2**62 // huge[0] >= 2 and draw(st.booleans()):
+            huge.append(draw(st.integers(2, 2**62 // huge[0])))
+        # stride-0 dims at drawn places among the moving ones
+        places = [draw(st.integers(0, len(dims) + i)) for i in range(len(huge))]
+        sizes, strides = [n for n, _ in dims], [s for _, s in dims]
+        reduced_sizes = list(sizes)
+        reduced_strides = list(strides)
+        for at, n in zip(places, huge, strict=True):
+            sizes.insert(at, n)
+            strides.insert(at, 0)
+            reduced_sizes.insert(at, 1)
+            reduced_strides.insert(at, 0)
+        big[name] = base.as_strided(sizes, strides, offset)
+        small[name] = base.as_strided(reduced_sizes, reduced_strides, offset)
+    return big, small
+
+
+@given(expanded_pair())
+def test_expanded_views_of_any_size_get_the_exact_answer(
+    pair: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
+) -> None:
+    """The exact overlap decision never builds anything whose size grows with a stride-0 dim:
+    ``find_overlapping_tensors`` and ``dedup_for_save`` of views expanded up to 2**62 elements
+    answer as the byte oracle does on the reduced equivalent (NumPy refused the array before)."""
+    big, small = pair
+    want = oracle.overlapping_groups(small, oracle.address_origins(small))
+    assert set(compat.find_overlapping_tensors(big)) == want
+    assert set(compat.find_overlapping_tensors(small)) == want
+    compat.dedup_for_save(big)  # plans the file without an error
+
+
+@pytest.mark.parametrize(
+    ("d", "g", "overlap"),
+    [
+        # the issue's cases: footprints that touch but do not overlap, and one that does
+        (slice(0, 1), (slice(2, None, 2), 2), False),
+        (slice(3, 4), (slice(0, None, 2), 3), False),
+        (slice(2, 3), (slice(0, None, 2), 3), True),
+    ],
+)
+def test_a_view_expanded_to_2_60_meets_a_slice_exactly(
+    d: slice, g: tuple[slice, int], overlap: bool
+) -> None:
+    x = torch.zeros(6, dtype=torch.float64)
+    views = {"d": x[d], "g": x[g[0]][None].expand(2**60, g[1])}
+    assert compat.find_overlapping_tensors(views) == ([frozenset(views)] if overlap else [])
