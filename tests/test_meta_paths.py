@@ -87,6 +87,21 @@ def test_a_tensor_under_two_names_of_one_module_is_replaced_under_both() -> None
     assert compat.module_devices(m) == {torch.device("cpu")}
 
 
+def test_a_value_that_is_another_names_old_buffer_is_installed_under_its_own_name_only() -> None:
+    """materialize updates, for each tensor, exactly the names that held it when the plan was
+    made: a state-dict value that is the object another name still holds (``a`` gets ``b``'s old
+    buffer while ``b`` gets a new one) ends up under its own key only, not replaced again by the
+    value of the name it came from."""
+    m = nn.Module()
+    m.register_buffer("a", torch.tensor([1.0, 2.0]))
+    m.register_buffer("b", torch.tensor([3.0, 4.0]))
+    old_b, new_b = m.b, torch.tensor([5.0, 6.0])
+    compat.materialize(m, "cpu", {"a": old_b, "b": new_b})
+    assert m.a is old_b and m.a.tolist() == [3.0, 4.0]
+    assert m.b is new_b and m.b.tolist() == [5.0, 6.0]
+    assert dict(m.named_buffers()).keys() == {"a", "b"}
+
+
 def test_buffers_stay_plain_buffers() -> None:
     with compat.init_on_device("meta", include_buffers=True):
         m = nn.BatchNorm1d(4)

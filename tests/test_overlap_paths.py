@@ -338,3 +338,44 @@ def test_family_components_match_brute_force(shape_index: int) -> None:
             if prints[i] & prints[j]:
                 truth.union(i, j)
         assert _partition(uf, len(starts)) == _partition(truth, len(starts)), starts
+
+
+# A view that reads its storage many times over: 2**60 int64 elements over the 131069 elements
+# from its start (four dims of 2**15, every stride 1); NumPy cannot describe it as an array
+# (2**63 bytes, "array is too big").
+def _reread(base: torch.Tensor, offset: int) -> torch.Tensor:
+    return base.as_strided((2**15,) * 4, (1,) * 4, offset)
+
+
+@pytest.mark.parametrize(
+    ("other", "shared"),
+    [(slice(0, None, 2), "first"), (slice(2, 131069, 2), "last")],
+    ids=["same-first-byte", "same-last-byte"],
+)
+def test_strided_views_sharing_a_first_or_a_last_byte_overlap_without_numpy(
+    other: slice, shared: str
+) -> None:
+    """Two strided views (two families) with the same first byte, or the same last byte, overlap
+    whatever their other bytes: answered from those bytes even when one of them is too big for
+    NumPy to describe (it would refuse with "array is too big")."""
+    x = torch.zeros(2**18, dtype=torch.int64)
+    view, strided = _reread(x, 0), x[other]
+    assert view.numel() * view.element_size() == 2**63
+    ga, gb = _geoms([view, strided])
+    assert (ga.lo == gb.lo) is (shared == "first")
+    assert (ga.hi == gb.hi) is (shared == "last")
+    assert compat.find_overlapping_tensors({"view": view, "strided": strided}) == [
+        frozenset({"view", "strided"})
+    ]
+
+
+def test_a_decided_family_keeps_its_disjoint_members_apart_beside_another_family() -> None:
+    """Two same-shape strided meta views, on the even and on the odd elements of one span, are
+    decided disjoint by their family's difference pieces; another family in the storage (a view
+    past them) does not send the pair to NumPy's solver, which could not even describe them
+    (2**60 int64 elements each: "array is too big")."""
+    m = torch.empty(2**52 + 2**11, dtype=torch.int64, device="meta")
+    even, odd = (m.as_strided((2**51, 2**9), (2, 2), offset) for offset in (0, 1))
+    beyond = m.as_strided((2,), (2,), 2**52 + 2**10 + 10)
+    assert even.numel() * even.element_size() == 2**63
+    assert compat.find_overlapping_tensors({"even": even, "odd": odd, "beyond": beyond}) == []

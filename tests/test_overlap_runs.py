@@ -57,3 +57,32 @@ def test_a_strided_view_against_dense_runs_matches_the_byte_sets(name: str) -> N
     expected = {g for g in expected if len(g) > 1}
     assert set(compat.find_overlapping_tensors(sd)) == expected
     assert bool(expected) == (name in TOUCHING)
+
+
+# A view that reads its storage many times over: 2**60 int64 elements over the 131069 elements
+# from its start (four dims of 2**15, every stride 1). Its footprint is those 131069 elements, one
+# run of bytes, but NumPy cannot describe it as an array (2**63 bytes, "array is too big"): a run
+# that shares its first or last byte with it, or that its extent misses, must be decided by the
+# range test alone.
+RUNS_BESIDE_A_REREAD_VIEW = {
+    # (first and end element of the dense run, storage offset of the view): do they meet?
+    "run-ends-before-the-view": ((0, 10), 100, False),
+    "run-ends-where-the-view-starts": ((0, 100), 100, False),
+    "run-holds-the-view's-first-byte": ((0, 200), 100, True),
+    "run-starts-with-the-view": ((100, 200), 100, True),
+    "run-holds-the-view's-last-byte": ((100000, 140000), 0, True),
+    "run-ends-with-the-view": ((100000, 131069), 0, True),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS_BESIDE_A_REREAD_VIEW))
+def test_a_run_beside_a_view_too_big_for_numpy_is_decided_by_its_range(name: str) -> None:
+    """A dense run against a strided view whose NumPy description would pass 2**63 bytes: the
+    answer comes from the extents (apart, or touching at one end: no; the run holds the view's
+    first or last byte: yes), the same as for any strided view, and no error is raised."""
+    (lo, hi), offset, meet = RUNS_BESIDE_A_REREAD_VIEW[name]
+    x = torch.zeros(2**18, dtype=torch.int64)
+    view = x.as_strided((2**15,) * 4, (1,) * 4, offset)
+    assert view.numel() * view.element_size() == 2**63
+    expected = [frozenset({"run", "view"})] if meet else []
+    assert compat.find_overlapping_tensors({"run": x[lo:hi], "view": view}) == expected

@@ -365,6 +365,20 @@ def test_rebuild_keeps_requires_grad_and_constructor_keywords() -> None:
     assert out.tag == "mine"  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("key", ["data", "requires_grad"])
+def test_rebuild_never_passes_data_or_requires_grad_from_the_old_dict(key: str) -> None:
+    """A rebuild passes ``data`` and ``requires_grad`` itself: the same names in the old
+    parameter's ``__dict__`` (written there directly, past the Tensor descriptors) are never
+    passed to the constructor a second time, and follow as plain foreign attributes."""
+    old = Stateful(torch.randn(3), requires_grad=False, quant_state=1)
+    vars(old)[key] = "user tag"
+    m = holding(old)
+    out = compat.set_module_tensor(m, "w", "meta")
+    assert m.w is out and type(out) is Stateful and out.device.type == "meta"
+    assert out.requires_grad is False and out.quant_state == 1
+    assert vars(out)[key] == "user tag"
+
+
 def test_rebuild_failure_names_the_call_and_its_keywords() -> None:
     old = Picky(torch.randn(3), key="k", scale=0.5)
     message = _refused(old, "meta")

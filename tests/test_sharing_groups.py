@@ -201,3 +201,18 @@ def test_storages_chained_through_a_third_by_address_are_one_group() -> None:
     assert sorted(to_save) == ["__alias_base__/0", "other"]
     assert {metadata[name] for name in "abc"} == {"__alias_base__/0"}
     assert_round_trip(sd, restored, oracle.address_origins(sd))
+
+
+def test_packed_sub_byte_extent_is_an_exact_integer_ceil_at_any_element_count() -> None:
+    """A contiguous quint4x2 tensor of an odd element count ends in a half-used byte, and a
+    one-byte view of that byte overlaps it: also at 2**55 + 1 elements (meta), where the half
+    byte is below a float's resolution, so the extent must be computed in integers."""
+    for numel in (5, 2**55 + 1):
+        packed = torch.empty((numel,), dtype=torch.quint4x2, device="meta")
+        storage = packed.untyped_storage()
+        last = numel // 2  # the byte holding the last element alone
+        assert storage.nbytes() == last + 1
+        tail = torch.empty(0, dtype=torch.uint8, device="meta").set_(storage, last, (1,), (1,))
+        sd = {"packed": packed, "tail": tail}
+        assert compat.find_overlapping_tensors(sd) == [frozenset(sd)], numel
+        assert compat.find_shared_tensors(sd) == [frozenset(sd)]

@@ -226,3 +226,22 @@ def test_a_quantized_view_whose_quantizer_torch_broke_is_refused_naming_the_key(
     broken = w.select(1, 1)  # torch 2.3-2.6: the channel axis no longer fits (it cannot read it)
     with pytest.raises(ValueError, match=r"key 'broken'.*quantizer does not fit"):
         compat.dedup_for_save({"w": w, "broken": broken})
+
+
+def test_per_channel_zero_points_move_to_the_base_device_before_the_build() -> None:
+    """restore_aliases moves a per-channel quantizer's zero points to the device of the view's
+    base before torch builds the quantized view: zero points loaded on meta under a cpu base
+    fail in that move (no data to copy), not in torch's constructor on the QuantizedMeta
+    backend."""
+    w = QUANTIZED_CASES["per_channel"]()["w"]
+    to_save, metadata = compat.dedup_for_save({"w": w, "w_half": w[:2]})
+    moved = {
+        name: t.to("meta") if name.startswith("__qparams__/") and t.dtype == torch.int64 else t
+        for name, t in to_save.items()
+    }
+    assert any(t.is_meta for t in moved.values())
+    with pytest.raises(
+        ValueError, match=r"torch cannot build it \(Cannot copy out of meta"
+    ) as info:
+        compat.restore_aliases(moved, metadata)
+    assert "QuantizedMeta" not in str(info.value)

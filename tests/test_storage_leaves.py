@@ -76,6 +76,24 @@ class _Tagged(torch.Tensor):
     """A plain (non-wrapper) subclass: a leaf like any tensor."""
 
 
+class _Jagged(torch.Tensor):
+    """A wrapper subclass that reports ``torch.jagged`` as its layout through dispatch (as torch's
+    own jagged NestedTensor does) without being a nested tensor: a layout the refusal has no
+    word for."""
+
+    @staticmethod
+    def __new__(cls) -> _Jagged:
+        return torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined,no-any-return]
+            cls, (2,), dtype=torch.float32, layout=torch.jagged, dispatch_layout=True
+        )
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.prim.layout.default:
+            return torch.jagged
+        raise NotImplementedError(str(func))
+
+
 def _fake(*shapes: tuple[int, ...]) -> list[torch.Tensor]:
     with FakeTensorMode():
         return [torch.empty(s) for s in shapes]
@@ -219,3 +237,50 @@ def test_a_plain_subclass_beside_a_wrapper_keeps_its_identity() -> None:
     assert compat.find_identical_tensors(beside) == [frozenset({"a", "b"})]
     beside_after = {**plain, "w": TwoTensor(torch.zeros(4), torch.ones(4))}
     assert compat.find_identical_tensors(beside_after) == [frozenset({"a", "b"})]
+
+
+@pytest.mark.parametrize(
+    ("find", "wrapped"),
+    [*((f, False) for f in [*FINDERS, compat.dedup_for_save]), *((f, True) for f in FINDERS)],
+    ids=lambda v: v.__name__ if callable(v) else ("inner-tensor" if v else "value"),
+)
+def test_a_layout_without_a_name_is_refused_naming_the_class(find: Any, wrapped: bool) -> None:
+    """A non-strided layout that is neither nested, sparse, block-sparse nor mkldnn (here
+    ``torch.jagged`` on a tensor that is not nested) is refused naming the tensor's class, as a
+    value and as the inner tensor of a wrapper."""
+    jagged = _Jagged()
+    assert jagged.layout is torch.jagged and not jagged.is_nested
+    sd = {"plain": torch.ones(2), "j": _Holder(jagged) if wrapped else jagged}
+    where = "j/inner" if wrapped else "j"
+    with pytest.raises(TypeError) as info:
+        find(sd)
+    assert str(info.value) == (
+        f"key {where!r} holds a {__name__}._Jagged tensor (layout torch.jagged): its elements "
+        "are not addressed by sizes and strides over one storage, so what it shares cannot be "
+        f"decided; {ACCEPTED}"
+    )
+
+
+def _plain_refused() -> list[torch.Tensor]:
+    values = [torch.ones(3).to_sparse(), torch.nn.Parameter(torch.ones(3).to_sparse())]
+    if torch.backends.mkldnn.is_available():
+        values.append(torch.ones(2, 2).to_mkldnn())
+    return values
+
+
+@pytest.mark.parametrize("find", [*FINDERS, compat.dedup_for_save], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("value", _plain_refused(), ids=lambda t: f"{type(t).__name__}-{t.layout}")
+def test_a_plain_tensor_without_storage_keeps_torchs_refusal_as_the_cause(
+    find: Any, value: torch.Tensor
+) -> None:
+    """A plain tensor or parameter whose layout has no strided storage (sparse, mkldnn) is
+    refused naming its key and layout, with torch's own refusal to describe its storage
+    attached as the cause."""
+    cause = _torch_refusal(value)
+    with pytest.raises(TypeError) as info:
+        find({"plain": torch.ones(2), "s": value})
+    message = str(info.value)
+    assert message.startswith("key 's' holds a "), message
+    assert f"(layout {value.layout}): its elements are not addressed" in message, message
+    assert type(info.value.__cause__) is type(cause)
+    assert str(info.value.__cause__) == str(cause)
