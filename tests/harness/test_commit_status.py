@@ -18,30 +18,13 @@ from hypothesis import strategies as st
 
 from harness import commit_status, gate, gha
 from tests.harness.local_http import serving
+from tests.harness.test_nightly_issue import RUN, TEST, snapshot_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = "huggingface/safetensors"
 SHA = "0123456789abcdef0123456789abcdef01234567"
-RUN = "https://github.com/owner/compat-matrix/actions/runs/42"
 TOKEN = "ghp_token-for-the-test-0000"
-TEST = "tests/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 CELLS = ("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu")
-
-
-def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:
-    return {
-        "status": status,
-        "reason": "",
-        "tier": "core",
-        "torch": "2.6",
-        "torchao": "0.8",
-        "backend": "cpu",
-        "installed": {},
-        "candidates": [],
-        "tests": tests,
-        "flaky": [],
-        "skips": {},
-    }
 
 
 def gate_result(regressed: int) -> dict[str, Any]:

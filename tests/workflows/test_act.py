@@ -284,10 +284,9 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
     assert results["cell"] == "failure" and results["aggregate"] == "failure", explain(red)
     (cell,) = red.by_id("cell")
     assert cell.matrix["cell"] == DS_CELL
-    prefix = red.one("setup").set_outputs["prefix"]
-    record = json.loads(
-        (red.artifact(f"{prefix}reports-tests-{DS_CELL}") / DS_CELL / "cell.json").read_text()
-    )
+    red_prefix = prefix(red)
+    assert red_prefix.startswith("gate-")  # a call with candidates: its own artifact names
+    record = cell_record(red, DS_CELL)
     assert record["candidates"] == [installed]  # the payload's head sha, through the expression
     assert record["installed"]["accelerate"] == upstream.VERSION  # over the pinned 1.15.0
     summary = red.one("aggregate").summary
@@ -297,7 +296,7 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
         f"| regression | {DS_CELL} | `{OFFLOAD.format('through_compat')}` | passed | failed | yes |"
         in summary
     )
-    gate = json.loads((red.artifact(f"{prefix}matrix-report") / "gate.json").read_text())
+    gate = json.loads((red.artifact(f"{red_prefix}matrix-report") / "gate.json").read_text())
     assert {r["test"] for r in gate["rows"] if r["class"] == "regression"} == {
         OFFLOAD.format("through_compat")
     }
@@ -323,13 +322,9 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
         "verdict": "success",
         "summary": "success",
     }, explain(green)
-    green_prefix = green.one("setup").set_outputs["prefix"]
-    assert green_prefix.startswith("gate-") and green_prefix != prefix  # other candidates
-    record = json.loads(
-        (
-            green.artifact(f"{green_prefix}reports-tests-{DS_CELL}") / DS_CELL / "cell.json"
-        ).read_text()
-    )
+    green_prefix = prefix(green)
+    assert green_prefix.startswith("gate-") and green_prefix != red_prefix  # other candidates
+    record = cell_record(green, DS_CELL)
     assert record["candidates"] == [str(wheel)]
     assert record["installed"]["accelerate"] == upstream.VERSION
     assert "# Regression gate: ✅ no regressions" in green.one("aggregate").summary
@@ -342,7 +337,7 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
     ), explain(green)
     assert json.loads((green.artifact(artifact) / "gate.json").read_text())["ok"] is True
     # every artifact of a call carries the call's prefix: two calls never share one
-    for run, name in ((red, prefix), (green, green_prefix)):
+    for run, name in ((red, red_prefix), (green, green_prefix)):
         assert run.artifacts() and all(a.startswith(name) for a in run.artifacts())
 
 
