@@ -20,10 +20,11 @@ first byte to its last. Components of "the footprints share a byte" are found in
 4. every remaining pair with intersecting extents (across families, against the dense runs, or
    inside such a family) is decided by NumPy's exact bounded-Diophantine solver
    (``numpy.shares_memory`` with ``max_work``), run on address-only NumPy arrays that describe
-   the two geometries by the dims that move through memory only (size-1 and stride-0 dims add
-   no byte, so a view expanded to any size gets the exact answer; no tensor memory is read or
-   allocated). If the solver gives up, the pair is taken to overlap: disjointness is never
-   claimed without proof.
+   the two geometries below the lower of their ends, by the dims that move through memory only,
+   with the dims that re-read one span merged (size-1 and stride-0 dims add no byte, so a view
+   expanded or re-read to any size gets the exact answer; no tensor memory is read or
+   allocated). If the solver gives up, or a geometry is still too big for NumPy to describe,
+   the pair is taken to overlap: disjointness is never claimed without proof.
 
 NumPy is imported only when step 4 meets a pair its shortcuts cannot decide.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from math import gcd
+from math import gcd, prod
 from operator import attrgetter
 from typing import Any, Final
 
@@ -51,6 +52,10 @@ _MAX_WORK: Final = 1 << 20
 # most _MAX_NODES partial sums); otherwise its pairs go to the exact test.
 _MAX_PIECES: Final = 64
 _MAX_NODES: Final = 4096
+# What NumPy can describe as an array of bytes: its fewest supported dims (NumPy 1.x: 32) and
+# at most 2**63 - 1 bytes (its ``npy_intp``).
+_NUMPY_DIMS: Final = 32
+_NUMPY_BYTES: Final = 2**63 - 1
 
 Key = tuple[Any, ...]
 
@@ -195,26 +200,60 @@ class _AddressOnly:
         }
 
 
-def _solver_shape(g: Geom) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Sizes and byte strides of an array with ``g``'s footprint, for NumPy's solver: only the
-    dims that move through memory (size-1 and stride-0 dims add no byte), so its size never
-    grows with an expanded dim (``expand(2**60, …)`` is free in torch; NumPy refuses an array
-    whose size times itemsize passes its maximum)."""
+def _solver_shape(g: Geom, bound: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Sizes and byte strides (largest first) of a NumPy array whose bytes below ``bound`` are
+    exactly ``g``'s footprint's bytes below ``bound``, for NumPy's solver; None when NumPy cannot
+    describe such an array.
+
+    Only the dims that move through memory count (size-1 and stride-0 dims add no byte); a dim
+    is cut to the steps that stay below ``bound`` (every stride is >= 0, so a later step only
+    adds bytes above it); and dims that re-read a span another dim covers are merged: when ``b``
+    divides ``b'`` and ``b' / b <= n``, the sums ``{k·b : k < n} + {k'·b' : k' < n'}`` are exactly
+    ``{t·b : t < n + (b' / b)(n' - 1)}`` (the element's own bytes are the dim ``(1, itemsize)``).
+    So the array's size never grows with an expanded dim nor with dims that re-read one span
+    (``expand(2**60, …)``, ``as_strided((2**15,) * 4, (1,) * 4)``: free in torch, while NumPy
+    refuses an array of more than 2**63 - 1 bytes). What is still too big for NumPy, or has more
+    dims than it takes (32), is None: the caller then takes the pair to overlap."""
     shape = g.shape
+    room = bound - g.lo  # the bytes from g's start that matter
     if shape.dense:  # its footprint is its extent: one run of bytes
-        return (shape.extent,), (1,)
-    return (
-        (*(n for _, n in shape.moving), shape.dtype.itemsize),
-        (*(b for b, _ in shape.moving), 1),
+        return (min(shape.extent, room),), (1,)
+    dims = sorted(
+        (b, min(n, (room - 1) // b + 1)) for b, n in [(1, shape.dtype.itemsize), *shape.moving]
     )
+    merged = True
+    while merged:
+        merged = False
+        for i, (b, n) in enumerate(dims):
+            for j in range(i + 1, len(dims)):
+                b2, n2 = dims[j]
+                if b2 % b == 0 and b2 // b <= n:  # dim j continues or re-reads dim i's span
+                    dims[i] = (b, n + b2 // b * (n2 - 1))
+                    del dims[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    if len(dims) > _NUMPY_DIMS or prod(n for _, n in dims) > _NUMPY_BYTES:
+        return None
+    dims.reverse()
+    return tuple(n for _, n in dims), tuple(b for b, _ in dims)
 
 
-def _shares(lo_a: int, shape_a: Any, lo_b: int, shape_b: Any) -> bool:
+def _shares(a: Geom, b: Geom | tuple[int, int]) -> bool:
+    """Whether ``a``'s footprint shares a byte with ``b``'s (a leaf, or a run ``(lo, hi)`` of
+    bytes), by NumPy's exact solver; True when it gives up or cannot describe them."""
+    lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Geom) else b
+    bound = min(a.hi, hi_b)  # every shared byte lies below both ends
+    shape_a = _solver_shape(a, bound)
+    shape_b = _solver_shape(b, bound) if isinstance(b, Geom) else ((bound - lo_b,), (1,))
+    if shape_a is None or shape_b is None:  # NumPy cannot describe one of them: not disproved
+        return True
     import numpy as np
 
     # Addresses relative to the pair, offset from 0: NumPy never reads through these arrays.
-    origin = min(lo_a, lo_b) - 4096
-    arr_a = np.asarray(_AddressOnly(lo_a - origin, *shape_a))
+    origin = min(a.lo, lo_b) - 4096
+    arr_a = np.asarray(_AddressOnly(a.lo - origin, *shape_a))
     arr_b = np.asarray(_AddressOnly(lo_b - origin, *shape_b))
     too_hard = getattr(np, "exceptions", np).TooHardError  # np.exceptions: NumPy >= 1.25
     shares_memory: Any = np.shares_memory  # its stubs only admit max_work in {-1, 0}
@@ -238,7 +277,7 @@ def exact_overlap(a: Geom, b: Geom) -> bool:
     key_a, key_b = (a.lo, a.shape.key), (b.lo, b.shape.key)
     if key_a > key_b:
         a, b = b, a  # a canonical order, so the answer cannot depend on the mapping's order
-    return _shares(a.lo, _solver_shape(a), b.lo, _solver_shape(b))
+    return _shares(a, b)
 
 
 def _touches(g: Geom, lo: int, hi: int) -> bool:
@@ -247,7 +286,7 @@ def _touches(g: Geom, lo: int, hi: int) -> bool:
         return False
     if lo <= g.lo < hi or lo < g.hi <= hi or g.shape.dense:
         return True
-    return _shares(g.lo, _solver_shape(g), lo, ((hi - lo,), (1,)))
+    return _shares(g, (lo, hi))
 
 
 # --- families ------------------------------------------------------------------------------------

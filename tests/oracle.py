@@ -162,3 +162,30 @@ def values(t: torch.Tensor) -> tuple[Any, ...]:
     if resolved.is_conj() or resolved.is_neg():  # pragma: no cover - torch resolves both
         raise AssertionError("resolve_conj/resolve_neg left a bit set")
     return (t.dtype, tuple(t.shape), raw_bytes(resolved))
+
+
+def bytes_below(t: torch.Tensor, limit: int) -> int:
+    """The bytes a tensor reads below byte ``limit`` of its storage, as a bitmask (bit ``p`` set:
+    byte ``p`` is read), for a tensor of any number of elements (an expanded or re-read view of
+    2**60 elements): the reachable offsets are bounded sums, built dim by dim as shifted copies
+    of a bitmask cut at ``limit``, never element by element. Not for sub-byte quantized tensors."""
+    e = t.element_size()
+    first = t.storage_offset() * e
+    room = limit - first
+    if room <= 0 or not t.numel():
+        return 0
+    cut = (1 << room) - 1
+
+    def steps(reach: int, stride: int, n: int) -> int:
+        """``reach`` shifted by k * stride for every k < n (by halving n: log n shifts)."""
+        if n == 1 or not stride:
+            return reach
+        half = steps(reach, stride, n // 2)
+        both = (half | (half << (n // 2 * stride))) & cut
+        return (both | (reach << ((n - 1) * stride))) & cut if n % 2 else both
+
+    reach = 1  # offset 0 from the first element's first byte
+    for n, s in zip(t.shape, t.stride(), strict=True):
+        reach = steps(reach, s * e, n)
+    reach = steps(reach, 1, e)  # the element's own bytes
+    return reach << first
