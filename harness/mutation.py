@@ -464,7 +464,7 @@ def run(argv: Sequence[str]) -> int:
         default=0,
         help="with --since: also this many others, a fixed seeded sample",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, help="the sample's seed (0), the audit's (the plan's)")
     parser.add_argument(
         "--resurvey",
         type=Path,
@@ -487,6 +487,13 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--root", type=Path, default=paths.ROOT, help="the git work tree whose HEAD is tested"
     )
+    parser.add_argument(
+        "--audit",
+        type=int,
+        metavar="N",
+        help="no mutation run: fuzz N drawn equivalents and the control against the original "
+        "(harness/mutation_audit.py; --seed overrides the plan's)",
+    )
     args = parser.parse_args(list(argv))
     stop = Stop()
     try:
@@ -505,6 +512,12 @@ def run(argv: Sequence[str]) -> int:
             raise Refused("--sample adds to --since's mutants; give --since REF too")
         if args.resurvey and args.since:
             raise Refused("--resurvey judges every mutant and --since only some: give one")
+        if args.audit is not None:
+            if args.since or args.resurvey:
+                raise Refused("--audit runs no mutation run: not with --since or --resurvey")
+            if len(cells) != 1 and args.cell:
+                raise Refused("--audit audits one cell: give at most one --cell with it")
+            cells = cells[:1]  # without --cell: the plan's first cell
         commit = check_clean(args.root)
         changed = changed_lines(args.root, args.since) if args.since else None
         bases = load_base(args.resurvey, args.root, plan, cells) if args.resurvey else {}
@@ -527,6 +540,8 @@ def run(argv: Sequence[str]) -> int:
                     {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin},
                     python,
                 )
+                if args.audit is not None:
+                    return audit(plan, cell_id, python, args)
                 base = bases.get(cell_id)
                 if base is not None and base["installed"] != installed:
                     raise Refused(
@@ -546,7 +561,7 @@ def run(argv: Sequence[str]) -> int:
                     jobs=args.jobs,
                     changed=changed,
                     sample=args.sample,
-                    seed=args.seed,
+                    seed=args.seed or 0,
                     installed=installed,
                     stop=stop,
                     base=base,
@@ -567,6 +582,19 @@ def run(argv: Sequence[str]) -> int:
     for problem in problems:
         print(f"[mutation] {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def audit(plan: Plan, cell: str, python: Path, args: argparse.Namespace) -> int:
+    """``--audit N`` in one cell (harness/mutation_audit.py): HEAD copied, N equivalents fuzzed."""
+    from harness import mutation_audit
+
+    copy = WORK / "audit" / cell
+    make_copy(args.root, copy)
+    report = mutation_audit.audit_cell(
+        plan, cell, python, copy, n=args.audit, seed=args.seed, jobs=args.jobs, env=run_env()
+    )
+    report["commit"] = git(args.root, "rev-parse", "HEAD")
+    return mutation_audit.finish(report, args.reports)
 
 
 def score(argv: Sequence[str]) -> int:

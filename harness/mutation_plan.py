@@ -43,6 +43,16 @@ class Equivalent:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """``nox -s mutation -- --audit N``'s settings: the control mutant (a killable one the fuzz
+    must catch, matched like an equivalent), inputs per mutant and Hypothesis' seed."""
+
+    control: Equivalent
+    examples: int
+    seed: int
+
+
+@dataclass(frozen=True)
 class Plan:
     path: Path
     goal: float
@@ -50,6 +60,7 @@ class Plan:
     tests: tuple[str, ...]
     cells: dict[str, tuple[str, ...]]  # cell id -> module globs
     equivalents: tuple[Equivalent, ...] = field(default=())
+    audit: Audit | None = None
 
     def modules(self, cell: str, root: Path) -> list[str]:
         found = sorted(
@@ -75,12 +86,12 @@ def load(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise Refused(f"{path}: cannot read the mutation plan ({exc})") from None
-    unknown = set(doc) - {"run", "cell", "equivalent"}
+    unknown = set(doc) - {"run", "cell", "equivalent", "audit"}
     if unknown:
         raise _fail(
             path,
             "top level",
-            f"has unknown tables {sorted(unknown)}; accepted: run, cell, equivalent",
+            f"has unknown tables {sorted(unknown)}; accepted: run, cell, equivalent, audit",
         )
     run = doc.get("run", {})
     goal = run.get("goal")
@@ -144,4 +155,36 @@ def load(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
                 tuple(only),
             )
         )
-    return Plan(path, float(goal), tuple(goal_modules), tuple(tests), cells, tuple(equivalents))
+    audit = _audit(path, doc["audit"]) if "audit" in doc else None
+    return Plan(
+        path, float(goal), tuple(goal_modules), tuple(tests), cells, tuple(equivalents), audit
+    )
+
+
+def _audit(path: Path, table: Any) -> Audit:
+    fields = {"control", "examples", "seed"}
+    if not isinstance(table, dict) or set(table) != fields:
+        got = sorted(table) if isinstance(table, dict) else table
+        raise _fail(path, "audit", f"has {got!r}; accepted: exactly {sorted(fields)}")
+    control = table["control"]
+    keys = {"module", "function", "before", "after"}
+    if not isinstance(control, dict) or set(control) != keys:
+        raise _fail(path, "audit.control", f"{control!r} needs exactly {sorted(keys)}")
+    if not all(isinstance(control[k], str) and control[k].strip() for k in keys):
+        raise _fail(path, "audit.control", f"{control!r} needs non-empty strings")
+    for name in ("examples", "seed"):
+        value = table[name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < (name == "examples"):
+            raise _fail(path, f"audit.{name}", f"{value!r} is not a whole number (examples >= 1)")
+    return Audit(
+        Equivalent(
+            control["module"],
+            control["function"],
+            1,
+            control["before"],
+            control["after"],
+            "the audit's control: a killable mutant the fuzz must catch",
+        ),
+        table["examples"],
+        table["seed"],
+    )

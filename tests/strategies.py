@@ -22,6 +22,8 @@ optionally with the base, a dtype view of it and a random view beside them.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
@@ -327,10 +329,11 @@ FAMILY_KINDS = ("columns", "windows", "interleaved", "batched")
 
 
 @st.composite
-def families(draw: st.DrawFn, device: str) -> Case:
-    """2-48 views of one base with one shape (see the module docstring), named ``v00``..."""
+def families(draw: st.DrawFn, device: str, dtypes: tuple[torch.dtype, ...] = DTYPES) -> Case:
+    """2-48 views of one base with one shape (see the module docstring), named ``v00``...,
+    of one of ``dtypes``."""
     kind = draw(st.sampled_from(FAMILY_KINDS))
-    dtype = draw(st.sampled_from(DTYPES))
+    dtype = draw(st.sampled_from(dtypes))
     seed = draw(st.integers(0, 2**31 - 1))
     views: list[tuple[torch.Tensor, str]] = []
     if kind == "columns":
@@ -367,3 +370,84 @@ def families(draw: st.DrawFn, device: str) -> Case:
     chains = {f"v{i:02d}": text for i, (_, text) in enumerate(views)}
     origins: dict[str, tuple[object, int]] = {name: (0, 0) for name in tensors}
     return Case(tensors, origins, chains, [f"{kind}: {dtype} {tuple(base.shape)} seed={seed}"])
+
+
+# --- views of any number of elements: expanded (stride 0) and re-read (dims merged) ------------
+
+PLAIN_DTYPES = [torch.uint8, torch.int16, torch.float32, torch.float64, torch.complex128]
+
+
+@st.composite
+def expanded_pair(
+    draw: st.DrawFn,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Two strided views of one storage, each with up to two stride-0 dims of any size inserted
+    (``expand`` is free in torch), and the same views with those dims of size 1: the reduced
+    equivalent, small enough for the byte oracle, with the same footprints."""
+    dtype = draw(st.sampled_from(PLAIN_DTYPES))
+    base = torch.zeros(draw(st.integers(1, 24)), dtype=dtype)
+    big: dict[str, torch.Tensor] = {}
+    small: dict[str, torch.Tensor] = {}
+    for name in ("a", "b"):
+        # "b" has a gap between its elements (a stride >= 2), so its footprint is not its
+        # extent and the pair reaches the exact solver unless a shortcut decides it
+        gap = [draw(st.tuples(st.integers(2, 4), st.integers(2, 6)))] if name == "b" else []
+        dims = gap + draw(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 6)), max_size=1))
+        reach = sum((n - 1) * s for n, s in dims)
+        offset = draw(st.integers(0, max(0, base.numel() - 1 - reach)))
+        if offset + reach >= base.numel():
+            dims = []
+        # "b" is always expanded, "a" maybe; at most 2**62 elements in all (torch's numel is
+        # an int64)
+        room = 2**62 // math.prod(n for n, _ in dims)  # numel stays within 2**62
+        huge = [draw(st.integers(2, room))] if name == "b" or draw(st.booleans()) else []
+        if huge and room // huge[0] >= 2 and draw(st.booleans()):
+            huge.append(draw(st.integers(2, room // huge[0])))
+        # stride-0 dims at drawn places among the moving ones
+        places = [draw(st.integers(0, len(dims) + i)) for i in range(len(huge))]
+        sizes, strides = [n for n, _ in dims], [s for _, s in dims]
+        reduced_sizes = list(sizes)
+        reduced_strides = list(strides)
+        for at, n in zip(places, huge, strict=True):
+            sizes.insert(at, n)
+            strides.insert(at, 0)
+            reduced_sizes.insert(at, 1)
+            reduced_strides.insert(at, 0)
+        big[name] = base.as_strided(sizes, strides, offset)
+        small[name] = base.as_strided(reduced_sizes, reduced_strides, offset)
+    return big, small
+
+
+@st.composite
+def rereading_pair(draw: st.DrawFn) -> tuple[torch.Tensor, torch.Tensor]:
+    """A view whose elements re-read one span many times over (up to ~2**63 bytes of elements
+    over a storage of at most 2**20 elements), and a short slice or strided slice of the same
+    storage anywhere in it. The view has one dim with gaps (a stride >= 2) and up to three dims
+    whose strides are multiples of an earlier stride by at most that dim's size (they continue
+    or re-read its span), in any order; the slice's bytes may or may not be among the view's."""
+    if draw(st.booleans()):  # any such view
+        dtype = draw(st.sampled_from(PLAIN_DTYPES))
+        sizes = st.one_of(st.integers(2, 2**16), st.integers(2**14, 2**16))
+        dims = [(draw(sizes), draw(st.integers(2, 5)))]  # (size, stride) with gaps
+        for _ in range(draw(st.integers(0, 3))):
+            size, stride = draw(st.sampled_from([(1, 1), *dims]))  # (1, 1): the element itself
+            ratio = draw(st.integers(1, max(1, min(size, 2**12 // stride))))  # strides <= 2**12
+            dims.append((draw(sizes), stride * ratio))
+    else:  # at least 2**63 bytes of elements (NumPy's limit), below torch's 2**63 elements
+        dtype = draw(st.sampled_from([torch.int64, torch.float64, torch.complex128]))
+        sizes = st.integers(2**15, 2**15 + 2**13)
+        dims = [(draw(sizes), 2), *((draw(sizes), draw(st.sampled_from([1, 2]))) for _ in "abc")]
+    reach = sum((n - 1) * s for n, s in dims)
+    while reach >= 2**20:  # keep the storage small: halve the largest span (a stride <= 2**12)
+        i = max(range(len(dims)), key=lambda k: (dims[k][0] - 1) * dims[k][1])
+        n, s = dims[i]
+        dims[i] = (max(2, n // 2), s)
+        reach = sum((n - 1) * s for n, s in dims)
+    order = draw(st.permutations(range(len(dims))))
+    offset = draw(st.integers(0, 8))
+    base = torch.zeros(offset + reach + 64, dtype=dtype)
+    view = base.as_strided([dims[i][0] for i in order], [dims[i][1] for i in order], offset)
+    start = draw(st.integers(0, base.numel() - 1))
+    step = draw(st.integers(1, 7))
+    other = base[start : start + step * draw(st.integers(1, 4)) : step]
+    return view, other

@@ -24,8 +24,8 @@ import compat
 from compat._features import SUB_BYTE_BITS
 from compat._overlap import Shape
 from tests import oracle
+from tests.strategies import PLAIN_DTYPES, expanded_pair, rereading_pair
 
-PLAIN_DTYPES = [torch.uint8, torch.int16, torch.float32, torch.float64, torch.complex128]
 DIMS = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9)), max_size=3)
 
 
@@ -184,48 +184,6 @@ def test_a_family_member_reached_only_through_another_joins_the_group() -> None:
 
 # --- expanded views of any size: the exact solver sees only the dims that move ----------------
 
-HUGE = st.integers(2, 2**62)  # sizes of stride-0 dims
-
-
-@st.composite
-def expanded_pair(
-    draw: st.DrawFn,
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Two strided views of one storage, each with up to two stride-0 dims of any size inserted
-    (``expand`` is free in torch), and the same views with those dims of size 1: the reduced
-    equivalent, small enough for the byte oracle, with the same footprints."""
-    dtype = draw(st.sampled_from(PLAIN_DTYPES))
-    base = torch.zeros(draw(st.integers(1, 24)), dtype=dtype)
-    big: dict[str, torch.Tensor] = {}
-    small: dict[str, torch.Tensor] = {}
-    for name in ("a", "b"):
-        # "b" has a gap between its elements (a stride >= 2), so its footprint is not its
-        # extent and the pair reaches the exact solver unless a shortcut decides it
-        gap = [draw(st.tuples(st.integers(2, 4), st.integers(2, 6)))] if name == "b" else []
-        dims = gap + draw(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 6)), max_size=1))
-        reach = sum((n - 1) * s for n, s in dims)
-        offset = draw(st.integers(0, max(0, base.numel() - 1 - reach)))
-        if offset + reach >= base.numel():
-            dims = []
-        # "b" is always expanded, "a" maybe; at most 2**62 elements in all (torch's numel is
-        # an int64)
-        huge = [draw(HUGE)] if name == "b" or draw(st.booleans()) else []
-        if huge and 2**62 // huge[0] >= 2 and draw(st.booleans()):
-            huge.append(draw(st.integers(2, 2**62 // huge[0])))
-        # stride-0 dims at drawn places among the moving ones
-        places = [draw(st.integers(0, len(dims) + i)) for i in range(len(huge))]
-        sizes, strides = [n for n, _ in dims], [s for _, s in dims]
-        reduced_sizes = list(sizes)
-        reduced_strides = list(strides)
-        for at, n in zip(places, huge, strict=True):
-            sizes.insert(at, n)
-            strides.insert(at, 0)
-            reduced_sizes.insert(at, 1)
-            reduced_strides.insert(at, 0)
-        big[name] = base.as_strided(sizes, strides, offset)
-        small[name] = base.as_strided(reduced_sizes, reduced_strides, offset)
-    return big, small
-
 
 @given(expanded_pair())
 def test_expanded_views_of_any_size_get_the_exact_answer(
@@ -259,41 +217,6 @@ def test_a_view_expanded_to_2_60_meets_a_slice_exactly(
 
 
 # --- views that re-read their storage: dims merged before the solver -----------------------------
-
-
-@st.composite
-def rereading_pair(draw: st.DrawFn) -> tuple[torch.Tensor, torch.Tensor]:
-    """A view whose elements re-read one span many times over (up to ~2**63 bytes of elements
-    over a storage of at most 2**20 elements), and a short slice or strided slice of the same
-    storage anywhere in it. The view has one dim with gaps (a stride >= 2) and up to three dims
-    whose strides are multiples of an earlier stride by at most that dim's size (they continue
-    or re-read its span), in any order; the slice's bytes may or may not be among the view's."""
-    if draw(st.booleans()):  # any such view
-        dtype = draw(st.sampled_from(PLAIN_DTYPES))
-        sizes = st.one_of(st.integers(2, 2**16), st.integers(2**14, 2**16))
-        dims = [(draw(sizes), draw(st.integers(2, 5)))]  # (size, stride) with gaps
-        for _ in range(draw(st.integers(0, 3))):
-            size, stride = draw(st.sampled_from([(1, 1), *dims]))  # (1, 1): the element itself
-            ratio = draw(st.integers(1, max(1, min(size, 2**12 // stride))))  # strides <= 2**12
-            dims.append((draw(sizes), stride * ratio))
-    else:  # at least 2**63 bytes of elements (NumPy's limit), below torch's 2**63 elements
-        dtype = draw(st.sampled_from([torch.int64, torch.float64, torch.complex128]))
-        sizes = st.integers(2**15, 2**15 + 2**13)
-        dims = [(draw(sizes), 2), *((draw(sizes), draw(st.sampled_from([1, 2]))) for _ in "abc")]
-    reach = sum((n - 1) * s for n, s in dims)
-    while reach >= 2**20:  # keep the storage small: halve the largest span (a stride <= 2**12)
-        i = max(range(len(dims)), key=lambda k: (dims[k][0] - 1) * dims[k][1])
-        n, s = dims[i]
-        dims[i] = (max(2, n // 2), s)
-        reach = sum((n - 1) * s for n, s in dims)
-    order = draw(st.permutations(range(len(dims))))
-    offset = draw(st.integers(0, 8))
-    base = torch.zeros(offset + reach + 64, dtype=dtype)
-    view = base.as_strided([dims[i][0] for i in order], [dims[i][1] for i in order], offset)
-    start = draw(st.integers(0, base.numel() - 1))
-    step = draw(st.integers(1, 7))
-    other = base[start : start + step * draw(st.integers(1, 4)) : step]
-    return view, other
 
 
 @given(rereading_pair())

@@ -88,7 +88,9 @@ def test_low_cpu_mem_usage_loading_of_torchao_weights_through_compat() -> None:
     compat.materialize(model, "cpu", state_dict=real.state_dict())
     assert torch.equal(sample(model.eval()), sample(real))
     weight = model.time_embedding.linear_1.weight
-    assert torchao_api.weight_class_name(weight) == type(real.time_embedding.linear_1.weight).__name__
+    assert (
+        torchao_api.weight_class_name(weight) == type(real.time_embedding.linear_1.weight).__name__
+    )
 
 
 def offloaded_unet_matches() -> None:

@@ -52,7 +52,9 @@ def texts() -> torch.Tensor:
 def same_outputs(model: Any, reference: Any, tower: str) -> bool:
     encode, inputs = ("encode_image", images()) if tower == "image" else ("encode_text", texts())
     with torch.no_grad():
-        return torch.equal(getattr(model.eval(), encode)(inputs), getattr(reference, encode)(inputs))
+        return torch.equal(
+            getattr(model.eval(), encode)(inputs), getattr(reference, encode)(inputs)
+        )
 
 
 def built_through_compat() -> Any:

@@ -101,6 +101,26 @@ BAD_PLANS = {
         "equivalent[0]",
         "missing ['why']",
     ),
+    "audit without a control": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
+        "examples = 3\nseed = 0",
+        "audit",
+        "['examples', 'seed']",
+    ),
+    "audit with no inputs": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
+        'control = { module = "compat/a.py", function = "f", before = "a", after = "b" }\n'
+        "examples = 0\nseed = 0",
+        "audit.examples",
+        "0 is not a whole number",
+    ),
+    "audit control without its change": (
+        '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
+        'control = { module = "compat/a.py", function = "f", before = "a" }\n'
+        "examples = 3\nseed = 0",
+        "audit.control",
+        "'before': 'a'",
+    ),
     "unknown cell of an entry": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[[equivalent]]\n'
         'module = "compat/device.py"\nfunction = "f"\nline = 3\nbefore = "a"\nafter = "b"\n'
