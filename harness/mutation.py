@@ -590,6 +590,9 @@ def audit(plan: Plan, cell: str, python: Path, args: argparse.Namespace) -> int:
 
     copy = WORK / "audit" / cell
     make_copy(args.root, copy)
+    modules = sorted({e.module for e in plan.equivalents})
+    with (copy / "pyproject.toml").open("a", encoding="utf-8") as fh:
+        fh.write(mutmut_config(plan, modules, copy))  # the catalogue reads mutmut's settings
     report = mutation_audit.audit_cell(
         plan, cell, python, copy, n=args.audit, seed=args.seed, jobs=args.jobs, env=run_env()
     )
