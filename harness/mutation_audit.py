@@ -37,15 +37,15 @@ TIMEOUT_S: Final = 900  # one mutant's fuzz; a mutant that hangs there is not eq
 
 
 def match(entry: Equivalent, catalog: Sequence[Mapping[str, Any]], cell: str) -> dict[str, Any]:
-    """The one catalogued mutant ``entry`` names; Refused when none or several do."""
+    """The catalogued mutant ``entry`` names (of several with the same change, the one nearest
+    the entry's line); Refused when none does."""
     found = [dict(m) for m in catalog if entry.matches({**m}, cell)]
-    if len(found) != 1:
+    if not found:
         raise Refused(
             f"{entry.module}:{entry.function} {entry.before.strip()!r} -> "
-            f"{entry.after.strip()!r} matches {len(found)} catalogued mutants in {cell} "
-            "(exactly one accepted)"
+            f"{entry.after.strip()!r} matches no catalogued mutant in {cell}"
         )
-    return found[0]
+    return min(found, key=lambda m: (abs(m["line"] - entry.line), m["line"]))
 
 
 def draw(plan: Plan, cell: str, n: int, seed: int) -> list[Equivalent]:
