@@ -48,9 +48,14 @@ def match(entry: Equivalent, catalog: Sequence[Mapping[str, Any]], cell: str) ->
     return min(found, key=lambda m: (abs(m["line"] - entry.line), m["line"]))
 
 
-def draw(plan: Plan, cell: str, n: int, seed: int) -> list[Equivalent]:
-    """``n`` of the plan's equivalents that apply in ``cell``, drawn with ``seed``."""
+def draw(
+    plan: Plan, cell: str, n: int, seed: int, catalog: Sequence[Mapping[str, Any]] | None = None
+) -> list[Equivalent]:
+    """``n`` of the plan's equivalents that apply in ``cell`` (and, given a catalogue, match one
+    of its mutants: a stale entry is the full run's to report), drawn with ``seed``."""
     pool = [e for e in plan.equivalents if not e.cells or cell in e.cells]
+    if catalog is not None:
+        pool = [e for e in pool if any(e.matches({**m}, cell) for m in catalog)]
     if not 1 <= n <= len(pool):
         raise Refused(f"--audit {n}: {cell} has {len(pool)} equivalents; accepted: 1..{len(pool)}")
     return random.Random(seed).sample(pool, n)
@@ -127,8 +132,10 @@ def audit_cell(
         raise RuntimeError(f"{cell}: cataloguing the mutants failed:\n{done.stderr[-2000:]}")
     catalog = json.loads(catalog_path.read_text(encoding="utf-8"))
     chosen = [("control", settings.control)] + [
-        ("equivalent", e) for e in draw(plan, cell, n, seed)
+        ("equivalent", e) for e in draw(plan, cell, n, seed, catalog)
     ]
+    applicable = [e for e in plan.equivalents if not e.cells or cell in e.cells]
+    stale = [e for e in applicable if not any(e.matches({**m}, cell) for m in catalog)]
     jobs_in = []
     for k, (role, entry) in enumerate(chosen):
         mutant = match(entry, catalog, cell)
@@ -165,7 +172,8 @@ def audit_cell(
         "seed": seed,
         "examples": settings.examples,
         "drawn": n,
-        "pool": len([e for e in plan.equivalents if not e.cells or cell in e.cells]),
+        "pool": len(applicable) - len(stale),
+        "stale": [f"{e.module}:{e.line} {e.function}: {e.before.strip()!r}" for e in stale],
         "rows": rows,
     }
 

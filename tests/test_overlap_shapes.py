@@ -274,3 +274,14 @@ def test_a_view_too_big_for_numpy_after_merging_is_taken_to_overlap() -> None:
     strided = x[2**16 : 2**16 + 40 : 2]
     views = {"view": view, "strided": strided}
     assert compat.find_overlapping_tensors(views) == [frozenset(views)]
+
+
+def test_a_view_too_big_for_numpy_is_cut_at_the_pair_s_end_before_the_solver() -> None:
+    """The same 2**63-byte view beside one element near its start: only the view's bytes below
+    that element's end matter, so its dims are cut there (every stride is >= 0) and NumPy
+    decides exactly: elements 1 and 2 are no sum of 3, 5, 7, 11 and 13 (disjoint), 3 is (overlap)."""
+    x = torch.zeros(2**19, dtype=torch.int64)
+    view = x.as_strided((2**12,) * 5, (3, 5, 7, 11, 13))
+    for at, meet in [(1, False), (2, False), (3, True), (4, False), (6, True)]:
+        views = {"view": view, "one": x[at : at + 1]}
+        assert compat.find_overlapping_tensors(views) == ([frozenset(views)] if meet else []), at
