@@ -13,7 +13,6 @@ import fnmatch
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.paths import DEFAULT_MATRIX
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: a 3.10 cell's tests read matrix.toml through here
+    import tomli as tomllib  # type: ignore[no-redef, import-not-found]
 
 DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 
