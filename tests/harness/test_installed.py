@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from harness import backends, installed, paths, report, spec
 from harness.cell import CellResult
@@ -210,12 +211,19 @@ def test_detection_reads_metadata_and_imports_a_source_tree_without_it(
 
 
 def test_an_interpreter_below_the_python_floor_is_refused() -> None:
-    old = find_python("3.10")
-    if old is None:
-        pytest.skip("no Python 3.10 interpreter on this machine")
-    done = run_installed("--python", str(old))
-    assert done.returncode == 2
-    assert f"{old} is Python 3.10" in done.stderr and ">=3.11" in done.stderr
+    """The floor is pyproject's requires-python (3.10: compat's); an interpreter below a floor
+    is refused before anything is asked of it, naming its version and the floor."""
+    assert installed.python_floor(ROOT) == SpecifierSet(">=3.10")
+    here = ".".join(map(str, sys.version_info[:3]))
+    with pytest.raises(installed.InstalledError) as info:
+        installed.detect(Path(sys.executable), ["torch"], floor=SpecifierSet(f">{here}"))
+    assert f"{sys.executable} is Python {here}" in str(info.value)
+    assert f"need Python >{here}" in str(info.value)
+    old = find_python("3.9")
+    if old is not None:  # the command line reads the floor from pyproject.toml
+        done = run_installed("--python", str(old))
+        assert done.returncode == 2
+        assert f"{old} is Python 3.9" in done.stderr and ">=3.10" in done.stderr
 
 
 @pytest.mark.parametrize(
