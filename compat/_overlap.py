@@ -221,19 +221,17 @@ def _solver_shape(g: Geom, bound: int) -> tuple[tuple[int, ...], tuple[int, ...]
     dims = sorted(
         (b, min(n, (room - 1) // b + 1)) for b, n in [(1, shape.dtype.itemsize), *shape.moving]
     )
-    merged = True
-    while merged:
-        merged = False
-        for i, (b, n) in enumerate(dims):
-            for j in range(i + 1, len(dims)):
-                b2, n2 = dims[j]
-                if b2 % b == 0 and b2 // b <= n:  # dim j continues or re-reads dim i's span
-                    dims[i] = (b, n + b2 // b * (n2 - 1))
-                    del dims[j]
-                    merged = True
-                    break
-            if merged:
-                break
+    i = 0  # dims[:i] can absorb no later dim: their strides and sizes no longer change
+    while i < len(dims):
+        b, n = dims[i]
+        for j in range(i + 1, len(dims)):
+            b2, n2 = dims[j]
+            if b2 % b == 0 and b2 // b <= n:  # dim j continues or re-reads dim i's span
+                dims[i] = (b, n + b2 // b * (n2 - 1))
+                del dims[j]
+                break  # dims[i] grew: it may absorb more
+        else:
+            i += 1
     if len(dims) > _NUMPY_DIMS or prod(n for _, n in dims) > _NUMPY_BYTES:
         return None
     dims.reverse()

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import compat
+from compat import _overlap
 from compat._features import SUB_BYTE_BITS
 from compat._overlap import Shape
 from tests import oracle
@@ -285,3 +286,27 @@ def test_a_view_too_big_for_numpy_is_cut_at_the_pair_s_end_before_the_solver() -
     for at, meet in [(1, False), (2, False), (3, True), (4, False), (6, True)]:
         views = {"view": view, "one": x[at : at + 1]}
         assert compat.find_overlapping_tensors(views) == ([frozenset(views)] if meet else []), at
+
+
+@given(dims=DIMS, dtype=st.sampled_from(PLAIN_DTYPES), cut=st.integers(1, 160))
+@settings(deadline=None, max_examples=300)
+def test_the_solver_sees_exactly_the_bytes_below_the_cut(
+    dims: list[tuple[int, int]], dtype: torch.dtype, cut: int
+) -> None:
+    """What NumPy's solver is given for a footprint cut at ``cut`` bytes from its start (dims
+    merged, steps past the cut dropped) holds no byte the footprint lacks and every footprint
+    byte below the cut, judged against the enumerated bytes."""
+    sizes = tuple(n for n, _ in dims)
+    strides = tuple(s for _, s in dims)
+    t = torch.empty_strided(sizes, strides, dtype=dtype)
+    (g,) = _overlap.geometries([0], [t], lambda leaf: 0, str)
+    read = set(footprint(sizes, strides, dtype))
+    given_ = _overlap._solver_shape(g, g.lo + cut)
+    assert given_ is not None  # small footprints always fit NumPy
+    shape, steps = given_
+    seen = {0}
+    for n, b in zip(shape, steps, strict=True):
+        seen = {p + k * b for p in seen for k in range(n)}
+    assert seen <= read
+    assert {p for p in seen if p < cut} == {p for p in read if p < cut}
+    assert len(shape) <= len(dims) + 1  # never more dims than the view's, plus the element's
