@@ -59,11 +59,11 @@ _SAVABLE: Final = frozenset(
 )
 
 
-# A same-width integer dtype per itemsize: bool copies go through it, so a copy keeps raw bytes
-# (a bool byte other than 0/1 must survive).
 def _byte_view(
     storage: torch.UntypedStorage, device: torch.device, start: int, n: int
 ) -> torch.Tensor:
+    """Bytes ``start .. start + n`` of ``storage`` as a uint8 tensor on ``device`` that shares
+    the storage (no copy), whatever dtype the tensors over it have."""
     return torch.empty(0, dtype=torch.uint8, device=device).set_(storage, start, (n,), (1,))
 
 
