@@ -28,6 +28,34 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 NOXFILE = ROOT / "noxfile.py"
 AO = ("0.6", "0.7", "0.8")  # the TorchAO versions in the uv cache (0.6.1, 0.7.0, 0.8.0)
+TEST_REQUIREMENTS = ("pytest==9.2.0", "pytest-reportlog==1.0.0")
+
+
+def ao_pin(ao: str) -> str:
+    return f"{ao}.{1 if ao == '0.6' else 0}"
+
+
+def warm_cache(scratch: Path) -> None:
+    """Put what every fault cell installs into uv's cache: the cells install with
+    ``UV_OFFLINE=1``, and a machine that has not run the matrix yet (a fresh CI machine runs
+    ``nox -s tests`` first) has not cached every TorchAO pin. Offline first (seconds, nothing
+    fetched when all is there), else one download."""
+    from harness.runner import uv_bin
+
+    uv = uv_bin()
+    venv = scratch / "warm-cache"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+    for ao in AO:
+        pins = ["torch==2.6.0", f"torchao=={ao_pin(ao)}", *TEST_REQUIREMENTS]
+        if ao == "0.8":
+            pins.append("setuptools")
+        cmd = [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *pins]
+        offline = subprocess.run(
+            cmd, env={**os.environ, "UV_OFFLINE": "1"}, capture_output=True, check=False
+        )
+        if offline.returncode != 0:
+            subprocess.run(cmd, capture_output=True, check=True)
+
 
 # The suite every cell of a throwaway project runs. The fault comes from the backend's env.
 SUITE = '''
@@ -171,7 +199,7 @@ def matrix_toml(
     if uninstallable:
         lines += ["", "[[torch]]", 'version = "2.99"', 'pin = "2.99.0"  # no such release']
     for ao in AO:
-        lines += ["", "[[torchao]]", f'version = "{ao}"', f'pin = "{ao}.{1 if ao == "0.6" else 0}"']
+        lines += ["", "[[torchao]]", f'version = "{ao}"', f'pin = "{ao_pin(ao)}"']
         if ao == "0.8":
             lines.append('extra = ["setuptools"]')
     if uninstallable:
@@ -210,7 +238,7 @@ class Project:
     def create(cls, root: Path, envdir: Path, matrix: str) -> Project:
         (root / "tests").mkdir(parents=True)
         (root / "requirements").mkdir()
-        (root / "requirements" / "test.txt").write_text("pytest==9.2.0\npytest-reportlog==1.0.0\n")
+        (root / "requirements" / "test.txt").write_text("\n".join(TEST_REQUIREMENTS) + "\n")
         (root / "pytest.ini").write_text("[pytest]\n")  # the rootdir: node ids start at tests/
         (root / "tests" / "test_fault.py").write_text(SUITE)
         (root / "tests" / "conftest.py").write_text(CONFTEST)
