@@ -48,14 +48,23 @@ def match(entry: Equivalent, catalog: Sequence[Mapping[str, Any]], cell: str) ->
     return min(found, key=lambda m: (abs(m["line"] - entry.line), m["line"]))
 
 
+def applicable(
+    plan: Plan, cell: str, catalog: Sequence[Mapping[str, Any]] | None = None
+) -> list[Equivalent]:
+    """The plan's equivalents that apply in ``cell`` (and, given a catalogue, match one of its
+    mutants), in the plan's order."""
+    pool = [e for e in plan.equivalents if not e.cells or cell in e.cells]
+    if catalog is None:
+        return pool
+    return [e for e in pool if any(e.matches({**m}, cell) for m in catalog)]
+
+
 def draw(
     plan: Plan, cell: str, n: int, seed: int, catalog: Sequence[Mapping[str, Any]] | None = None
 ) -> list[Equivalent]:
     """``n`` of the plan's equivalents that apply in ``cell`` (and, given a catalogue, match one
     of its mutants: a stale entry is the full run's to report), drawn with ``seed``."""
-    pool = [e for e in plan.equivalents if not e.cells or cell in e.cells]
-    if catalog is not None:
-        pool = [e for e in pool if any(e.matches({**m}, cell) for m in catalog)]
+    pool = applicable(plan, cell, catalog)
     if not 1 <= n <= len(pool):
         raise Refused(f"--audit {n}: {cell} has {len(pool)} equivalents; accepted: 1..{len(pool)}")
     return random.Random(seed).sample(pool, n)
@@ -134,8 +143,8 @@ def audit_cell(
     chosen = [("control", settings.control)] + [
         ("equivalent", e) for e in draw(plan, cell, n, seed, catalog)
     ]
-    applicable = [e for e in plan.equivalents if not e.cells or cell in e.cells]
-    stale = [e for e in applicable if not any(e.matches({**m}, cell) for m in catalog)]
+    matched = applicable(plan, cell, catalog)
+    stale = [e for e in applicable(plan, cell) if e not in matched]
     jobs_in = []
     for k, (role, entry) in enumerate(chosen):
         mutant = match(entry, catalog, cell)
@@ -172,7 +181,7 @@ def audit_cell(
         "seed": seed,
         "examples": settings.examples,
         "drawn": n,
-        "pool": len(applicable) - len(stale),
+        "pool": len(matched),
         "stale": [f"{e.module}:{e.line} {e.function}: {e.before.strip()!r}" for e in stale],
         "rows": rows,
     }
