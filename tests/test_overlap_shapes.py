@@ -8,7 +8,10 @@ for a footprint with holes or repeats) or a silent fall to the slow pairwise pat
 is checked here against the footprint itself, and ``contiguous`` against torch's own
 ``is_contiguous``. Also: size-1 dims never make two tensors different (``find_identical_tensors``),
 the text of the sub-byte refusal, and a family member that meets another only through a third.
-Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed.
+Then the exact solver on views of any size: views expanded (stride 0) or re-read (dims merged)
+to up to 2**62 elements get the byte oracle's answer, what the solver is given for a footprint
+cut at any byte is exactly its bytes below the cut, and what is still too big for NumPy is taken
+to overlap.
 """
 
 from __future__ import annotations

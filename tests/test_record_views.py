@@ -2,8 +2,8 @@
 the largest view, sub-byte views that do not fit, offsets aligned only together with their base's
 pad, and empty entries with a bad dtype, shape or bit.
 
-Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed; the
-checks of ``tests/test_record_paths.py`` and ``tests/test_record_parse.py`` left these open.
+These are the limits ``tests/test_record_paths.py`` and ``tests/test_record_parse.py`` do not
+reach.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 groups form right beside an imported (external) buffer: meta storages join none, and a storage
 used twice keeps its group.
 
-Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed (the
-refusal's text was only matched by its type).
+The refusal's whole text is checked, not only its type.
 """
 
 from __future__ import annotations
