@@ -136,6 +136,12 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
         default=min(4, os.cpu_count() or 1),
         help="torch groups run side by side (default: cores, at most 4)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="run every test in every cell (no carried verdicts) and check that each verdict"
+        " the run would have carried agrees with the real one (the nightly does)",
+    )
     if gate:
         parser.add_argument(
             "--from",
@@ -179,6 +185,7 @@ def _run_matrix(
             candidates=candidates,
             jobs=args.jobs,
             stop=stop,
+            full=args.full,
         )
     session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
     return stop

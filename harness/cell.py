@@ -17,15 +17,15 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import backends, evidence, paths
+from harness import backends, carry, evidence, paths
 from harness.procs import Echo, Ran, Stop, run_logged
 from harness.spec import Cell, Matrix
-from harness.status import OK_STATUSES, OUTCOMES, format_counts
+from harness.status import OK_STATUSES, OUTCOMES, RAN_STATUSES, format_counts
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
 LOG_TAIL_LINES = 60
@@ -69,6 +69,11 @@ class CellResult:
     # properties the nightly profile's time budget stopped before their examples ran out
     # (tests/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
     budget_cuts: dict[str, str] = field(default_factory=dict)
+    # tests not run here whose verdicts (in ``tests``) came from another cell: nodeid -> its id
+    carried: dict[str, str] = field(default_factory=dict)
+    # how carrying went (harness/carry.py): source, run / carried counts, a refusal's reason,
+    # or a full run's comparison
+    carry: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -252,6 +257,7 @@ class CellPlan:
     env: dict[str, str] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
     cwd: Path = paths.ROOT  # the project the tests belong to: the folder of matrix.toml
+    carry: carry.Role | None = None  # its part in carrying verdicts (harness/carry.py)
 
 
 def install_commands(
@@ -472,9 +478,24 @@ def run_cell(
     env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
     scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
     env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
+    role = plan.carry
+    source = role.source if role else None
+    if role is not None and source is None and not role.refused:
+        blocked = _blocked_run(plan, env, run, result)
+        if isinstance(blocked, Ran):
+            why = "the run was stopped" if blocked.interrupted else f"ran past {cell.timeout_s} s"
+            status = "interrupted" if blocked.interrupted else "timeout"
+            return finish(status, f"the TorchAO-blocked run {why}", blocked.output)
+        source = blocked
     facts_file = outdir / "probe.json"
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
+    carried = evidence.TestLog()
+    if role is not None and source is not None and not role.full:
+        independent = sorted(source.log.outcomes)
+        (outdir / carry.SELECT_FILE).write_text("".join(f"{n}\n" for n in independent))
+        probe += ["--deselect", str(outdir / carry.SELECT_FILE)]
+        carried = source.log
     ran = run([*probe, "--out", str(facts_file), "--", *plan.pytest_args], env)
     result.exit_status = ran.returncode
     facts = _read_facts(facts_file)
@@ -488,22 +509,112 @@ def run_cell(
         tampered = "the cell's reports folder was replaced by a file during the run"
     elif not spec_file.is_file():
         tampered = "the cell's reports folder was deleted during the run"
-    test_log = evidence.read_reportlog(outdir / "log.jsonl")
+    own_log = evidence.read_reportlog(outdir / "log.jsonl")
+    test_log = carry.merge(own_log, carried)
     _take_tests(result, test_log)
     result.scenarios = scenario_outcomes(scenarios_file, test_log)
     verdict = evidence.classify(
         ran,
         facts,
-        test_log,
+        own_log,
         evidence.read_junit(outdir / "junit.xml"),
         timeout_s=cell.timeout_s,
-        stale=evidence.stale_patterns(plan.xfails, test_log) if test_log.finished else (),
+        stale=evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else (),
         stop_signal=stop.signal if stop else None,
         tampered=tampered,
     )
     if verdict.status == "skipped" and facts is not None:
         return finish("skipped", backends.torch_lacks(cell.backend, facts.get("backend_error")))
+    if role is not None:
+        verdict = _carry_record(role, source, result, carried, verdict, test_log, plan.xfails)
+        if source is not None and outdir.is_dir():
+            carry.write_drift(outdir / "drift.json", source.drift)
     return finish(verdict.status, verdict.reason, ran.output)
+
+
+def _blocked_run(
+    plan: CellPlan,
+    env: dict[str, str],
+    run: Callable[[list[str], dict[str, str]], Ran],
+    result: CellResult,
+) -> carry.Source | Ran | None:
+    """The source cell's first run: the whole suite with TorchAO blocked, in the cell's
+    ``independent/`` folder. Returns what it established, ``None`` when carrying is refused
+    (the role says why), or the run itself when it was stopped or ran out of time."""
+    role: carry.Role | None = plan.carry
+    cell = plan.cell
+    assert role is not None
+    sub = plan.outdir / carry.BLOCKED_DIR
+    sub.mkdir()
+    args = [a.replace(str(plan.outdir), str(sub)) for a in plan.pytest_args]
+    probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
+    probe += ["--block", role.axis, "--leaks", str(sub / "leaks.json")]
+    blocked_env = {**env, "COMPAT_MATRIX_DRIFT": str(sub / "drift.json")}
+    ran = run([*probe, "--out", str(sub / "probe.json"), "--", *args], blocked_env)
+    result.timings["tests_blocked"] = round(ran.seconds, 2)
+    if ran.interrupted or ran.timed_out:
+        return ran
+    log = evidence.read_reportlog(sub / "log.jsonl")
+    verdict = evidence.classify(
+        ran,
+        _read_facts(sub / "probe.json"),
+        log,
+        evidence.read_junit(sub / "junit.xml"),
+        timeout_s=cell.timeout_s,
+    )
+    leaks = carry.read_leaks(sub / "leaks.json")
+    if verdict.status not in RAN_STATUSES:
+        role.refused = f"the run with {role.axis} blocked ended {verdict.status}: {verdict.reason}"
+    elif leaks is None:
+        role.refused = f"the run with {role.axis} blocked left no readable leaks.json"
+    else:
+        dependent, role.refused = carry.classify_tests(log, leaks, role.varying)
+        if not role.refused:
+            independent = set(log.outcomes) - set(dependent)
+            role.made = carry.Source(
+                cell.id,
+                carry.keep(log, independent),
+                tuple(dependent),
+                carry.read_drift(sub / "drift.json"),
+            )
+    return role.made
+
+
+def _carry_record(
+    role: carry.Role,
+    source: carry.Source | None,
+    result: CellResult,
+    carried: evidence.TestLog,
+    verdict: evidence.Verdict,
+    merged: evidence.TestLog,
+    xfails: list[dict[str, Any]],
+) -> evidence.Verdict:
+    """Record the cell's part in carrying and its verdict on all its tests."""
+    if source is None:
+        result.carry = {"axis": role.axis, "refused": role.refused}
+        return verdict
+    if role.full:
+        found = carry.disagreements(source, result.tests)
+        result.carry = {
+            "axis": role.axis,
+            "source": source.cell,
+            "checked": len(source.log.outcomes),
+            "disagree": found,
+        }
+        if found:
+            return evidence.Verdict("harness-error", carry.disagreement_reason(result.id, found))
+        return verdict
+    mine = source.cell == result.id
+    if not mine:
+        result.carried = {n: source.cell for n in sorted(carried.outcomes)}
+    result.carry = {
+        "axis": role.axis,
+        "source": source.cell,
+        "run": len(merged.outcomes) - len(result.carried),
+        "carried": len(result.carried),
+    }
+    stale = evidence.stale_patterns(xfails, merged)
+    return carry.judge(verdict, merged, stale, asked_for_none=not source.dependent)
 
 
 def summary_line(result: CellResult) -> str:

@@ -241,6 +241,18 @@ class Verdict:
     reason: str = ""
 
 
+def outcome_verdict(counts: dict[str, int], stale: Sequence[str] = ()) -> Verdict:
+    """The status of a session that ran to its end, from its tests' outcomes: failed when a test
+    failed or errored or an expected failure is stale, else passed."""
+    stale_text = (
+        f"stale expected failure: {', '.join(stale)} matches no collected test" if stale else ""
+    )
+    if counts["failed"] or counts["error"]:
+        text = f"{counts['failed']} failed, {counts['error']} errors"
+        return Verdict("failed", f"{text}; {stale_text}" if stale else text)
+    return Verdict("failed", stale_text) if stale else Verdict("passed")
+
+
 def classify(
     ran: Ran,
     facts: dict[str, Any] | None,
@@ -309,14 +321,8 @@ def classify(
         problems.append(f"exit status {rc} is not one pytest uses")
     if problems:
         return Verdict("inconsistent", "inconsistent evidence: " + "; ".join(problems))
-    stale_text = (
-        f"stale expected failure: {', '.join(stale)} matches no collected test" if stale else ""
-    )
-    if rc == 0:
-        return Verdict("failed", stale_text) if stale else Verdict("passed")
-    if rc == 1:
-        text = f"{counts['failed']} failed, {counts['error']} errors"
-        return Verdict("failed", f"{text}; {stale_text}" if stale else text)
+    if rc in (0, 1):
+        return outcome_verdict(counts, stale)
     if rc == 5:
         return Verdict("no-tests", "pytest collected no test")
     broken = sorted(n for n, o in log.outcomes.items() if o == "error" and "::" not in n)

@@ -77,6 +77,8 @@ def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
             "scenarios": cell.get("scenarios", {}),
             "skips": cell["skips"],
             "flaky": sorted(n for n in cell["reruns"] if tests.get(n) not in FAILING),
+            # verdicts this cell carried from another (harness/carry.py): test -> that cell
+            "carried": cell.get("carried", {}),
         }
     return {
         "schema": SCHEMA,
@@ -104,6 +106,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
                 "after": after,
                 "fatal": bool(fatal),
                 "why": more.get("why", ""),
+                # the cell whose run gave ``after`` when this one carried it, else ""
+                "carried_from": current["cells"][cell].get("carried", {}).get(test, ""),
             }
         )
 
@@ -151,7 +155,9 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     summary = Counter(r["class"] for r in rows)
     candidates = sorted({c for cell in current["cells"].values() for c in cell["candidates"]})
     order = list(CLASSES)
+    carried = sum(len(cell.get("carried", {})) for cell in current["cells"].values())
     return {
+        "carried": carried,
         "ok": not any(r["fatal"] for r in rows),
         "summary": {k: summary[k] for k in CLASSES},
         "failing_rows": sum(r["fatal"] for r in rows),
@@ -211,6 +217,11 @@ def table_cell(text: object, limit: int | None = None, *, code: bool = False) ->
     return flat if code else re.sub(r"<(?=[A-Za-z/!?])", "&lt;", flat)
 
 
+def _after(row: dict[str, Any]) -> str:
+    carried = row.get("carried_from")
+    return f"{row['after']} (carried from {carried})" if carried else str(row["after"])
+
+
 def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
     """gate.md: the verdict, the counts per class, the candidates, the downstream impact and
     every row but ``new`` ones. Each row is one table row: its fields go through
@@ -222,6 +233,12 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
         "",
         " · ".join(f"{k}: {v}" for k, v in result["summary"].items()),
     ]
+    if result.get("carried"):
+        lines += [
+            "",
+            f"{result['carried']} verdicts were carried from another cell of the same torch"
+            " (tests that never touch TorchAO run once per torch); a row says where.",
+        ]
     if result["candidates"]:
         lines += ["", "Candidates: " + ", ".join(f"`{c}`" for c in result["candidates"])]
     impact = [r for r in result["rows"] if r["class"] == "downstream impact"]
@@ -254,7 +271,7 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
         ]
         lines += [
             f"| {r['class']} | {table_cell(r['cell'])} | `{table_cell(r['test'], code=True)}` |"
-            f" {table_cell(r['before'])} | {table_cell(r['after'])} |"
+            f" {table_cell(r['before'])} | {table_cell(_after(r))} |"
             f" {'yes' if r['fatal'] else 'no'} | {table_cell(r['why'], WHY_CHARS)} |"
             for r in shown[:limit_rows]
         ]

@@ -1,7 +1,8 @@
 """Run inside a cell's venv (by path, standard library only): what is installed, what loads,
 then the cell's tests in the same interpreter (so torch is imported once per cell).
 
-    python harness/probe.py --probe EXPR --out FACTS.json [-- PYTEST_ARGS...]
+    python harness/probe.py --probe EXPR --out FACTS.json [--block DIST --leaks LEAKS.json]
+        [--deselect NODEIDS.txt] [-- PYTEST_ARGS...]
 
     python harness/probe.py --versions DIST,DIST,... [--out FOUND.json]
 
@@ -10,6 +11,13 @@ its C++ extension ops loaded, and whether the backend's torch probe ``EXPR`` hel
 arguments it then runs pytest and exits with its code, or exits ``BACKEND_ABSENT`` if the probe
 did not hold. If torch does not import, FACTS.json says why (``import_error``) and it exits
 ``TORCH_IMPORT_FAILED``: an install error.
+
+``--block torchao`` makes the distribution unreachable for the whole run (the probe does not
+import it): importing it or any of its modules, finding its spec and reading its metadata raise
+:class:`Blocked` (not an ImportError, so nothing mistakes it for an absent package), and each
+attempt is written to LEAKS.json with the test that made it (``""``: outside any test). The
+matrix runs the tests it carries across TorchAO versions this way (``harness/carry.py``): a test
+that touches TorchAO, even one that swallows the error, is thereby known to depend on it.
 
 ``--versions`` only reads what is installed (the installed cell checks an existing interpreter's
 test requirements with it before anything imports torch): the interpreter, ``PYTHONPATH``, and
@@ -30,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+BLOCKED_ENV = "COMPAT_MATRIX_BLOCKED"  # the distributions --block made unreachable
 BACKEND_ABSENT = 77  # exit code: the backend's torch probe did not hold
 TORCH_IMPORT_FAILED = 78  # exit code: torch does not import (FACTS.json has the error)
 PACKAGES = (
@@ -90,7 +99,69 @@ def versions(names: list[str]) -> dict[str, Any]:
     }
 
 
-def facts(expr: str) -> dict[str, Any]:
+class Blocked(RuntimeError):
+    """Raised on every use of a blocked distribution."""
+
+
+class Blocker:
+    """A finder placed first on ``sys.meta_path`` that refuses ``names`` (top-level modules,
+    which are also their distributions' names) and records who asked."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = frozenset(names)
+        self.current = ""  # the node id of the test running now, "" outside a test
+        self.leaks: list[dict[str, str]] = []
+
+    def _refuse(self, what: str) -> None:
+        self.leaks.append({"test": self.current, "what": what})
+        where = f" (by {self.current})" if self.current else ""
+        raise Blocked(
+            f"{what}{where}: {', '.join(sorted(self.names))} is blocked in this run, which"
+            " checks that the tests carried across its versions never touch it"
+        )
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.split(".")[0] in self.names:
+            self._refuse(f"import {fullname}")
+
+    def find_distributions(self, context: Any = None) -> Any:
+        name = getattr(context, "name", None)
+        if name and name.lower().replace("-", "_") in self.names:
+            self._refuse(f"metadata of {name}")
+        return iter(())
+
+    # a pytest plugin: which test is running (setup, call and teardown)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.current = nodeid
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self.current = ""
+
+    def install(self) -> None:
+        for name in [m for m in sys.modules if m.split(".")[0] in self.names]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, self)  # type: ignore[arg-type]
+
+    def write(self, path: str) -> None:
+        Path(path).write_text(json.dumps({"blocked": sorted(self.names), "leaks": self.leaks}))
+
+
+class Deselect:
+    """A pytest plugin that leaves out the tests named in a file (one node id a line): the tests
+    whose verdicts this cell carries from another (``harness/carry.py``). Every other collected
+    test runs."""
+
+    def __init__(self, path: str) -> None:
+        self.nodeids = frozenset(Path(path).read_text().splitlines())
+
+    def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
+        gone = [item for item in items if item.nodeid in self.nodeids]
+        if gone:
+            items[:] = [item for item in items if item.nodeid not in self.nodeids]
+            config.hook.pytest_deselected(items=gone)
+
+
+def facts(expr: str, blocked: frozenset[str] = frozenset()) -> dict[str, Any]:
     out: dict[str, Any] = {
         "python": platform.python_version(),
         "installed": installed_versions(list(PACKAGES)),
@@ -104,6 +175,8 @@ def facts(expr: str) -> dict[str, Any]:
 
     out["torch_cuda_build"] = torch.version.cuda
     try:
+        if "torchao" in blocked:
+            raise Blocked("torchao is blocked in this run")
         import torchao  # noqa: F401
 
         out["torchao_import"] = None
@@ -145,7 +218,8 @@ def main(argv: list[str]) -> int:
     if "--versions" in options:
         _emit(versions([n for n in options["--versions"].split(",") if n]), options.get("--out"))
         return 0
-    found = facts(options.get("--probe", "True"))
+    blocker = Blocker([n for n in options.get("--block", "").split(",") if n])
+    found = facts(options.get("--probe", "True"), blocker.names)
     _emit(found, options.get("--out"))
     if "import_error" in found:
         print(f"[probe] torch does not import: {found['import_error']}", file=sys.stderr)
@@ -158,7 +232,15 @@ def main(argv: list[str]) -> int:
     sys.path[0] = os.getcwd()
     import pytest
 
-    return int(pytest.main(rest))
+    plugins: list[Any] = [Deselect(options["--deselect"])] if "--deselect" in options else []
+    if not blocker.names:
+        return int(pytest.main(rest, plugins=plugins))
+    blocker.install()
+    os.environ[BLOCKED_ENV] = ",".join(sorted(blocker.names))  # the suite's own bookkeeping
+    try:
+        return int(pytest.main(rest, plugins=[*plugins, blocker]))
+    finally:
+        blocker.write(options.get("--leaks", "leaks.json"))
 
 
 if __name__ == "__main__":

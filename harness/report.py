@@ -37,7 +37,8 @@ SUMMARY_RESERVE = 8 * 1024
 MAX_FAILURES_PER_CELL = 200
 # the page, top to bottom: one template per part in templates/html and templates/md
 PARTS = ("summary", "grids", "downstream", "history", "controls", "drift", "trackers", "failing")
-BULKY = ("tests", "skips", "reruns")  # per-test data of cell.json the gate reads, not the page
+# per-test data of cell.json the gate reads, not the page
+BULKY = ("tests", "skips", "reruns", "carried")
 
 
 def load_cells(reports: Path, want: verdict.Expected) -> list[dict[str, Any]]:
@@ -111,6 +112,7 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
     for cell in cells:
         tests.update(cell["counts"])
     statuses = Counter(cell["status"] for cell in cells)
+    carried = sum(int((cell.get("carry") or {}).get("carried", 0)) for cell in cells)
     grid_list, absent = grids(cells)
     run = want.run
     return {
@@ -141,6 +143,9 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
             # properties a time budget stopped (the nightly profile): shown, never hidden
             "budget_cuts": sum(len(cell.get("budget_cuts") or {}) for cell in cells),
             "budget_cells": sum(1 for cell in cells if cell.get("budget_cuts")),
+            # tests whose verdict a cell carried from another (harness/carry.py), and run
+            "carried": carried,
+            "ran": sum(sum(cell["counts"].values()) for cell in cells) - carried,
         },
     }
 

@@ -162,8 +162,10 @@ def run_matrix(
     jobs: int = 1,
     echo: Echo | None = sys.stdout,
     stop: Stop | None = None,
+    full: bool = False,
 ) -> list[CellResult]:
     """Run the selection; every cell of it ends with a record (or shows as "no record").
+    ``full``: every test in every cell, the carried verdicts checked (:mod:`harness.carry`).
 
     The caller holds ``stop.on_signals()`` so that SIGINT / SIGTERM stop the running cells."""
     stop = stop or Stop()
@@ -191,6 +193,7 @@ def run_matrix(
             candidates=candidates,
             echo=out,
             stop=stop,
+            full=full,
         )
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

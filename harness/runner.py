@@ -16,8 +16,9 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from harness import backends
+from harness import backends, carry
 from harness.cell import CellResult, harness_error, plan_for, record, run_cell, summary_line
 from harness.procs import Echo, Stop
 from harness.spec import Cell, Matrix
@@ -65,6 +66,39 @@ def group_cells(cells: Sequence[Cell]) -> dict[str, list[Cell]]:
     return groups
 
 
+def _roles(matrix: Matrix, cells: Sequence[Cell], full: bool) -> dict[Any, carry.Role]:
+    """One shared role per set of cells a blocked run can stand for (two cells or more)."""
+    found: dict[Any, list[Cell]] = {}
+    for cell in cells:
+        key = carry.key(matrix, cell)
+        if key is not None:
+            found.setdefault(key, []).append(cell)
+    return {
+        key: carry.Role("torchao", carry.varying_patterns(matrix, group), full=full)
+        for key, group in found.items()
+        if len(group) > 1
+    }
+
+
+def _role_for(roles: dict[Any, carry.Role], matrix: Matrix, cell: Cell) -> carry.Role | None:
+    """The cell's part: the role as it stands (the first cell of a set to run makes the source;
+    the others get it), or None when the cell does not carry."""
+    role = roles.get(carry.key(matrix, cell))
+    if role is None:
+        return None
+    return carry.Role(role.axis, role.varying, role.made, role.full, refused=role.refused)
+
+
+def _took_part(
+    roles: dict[Any, carry.Role], matrix: Matrix, cell: Cell, played: carry.Role | None
+) -> None:
+    """After a cell ran: what its blocked run established (or refused) holds for its set. A
+    cell that never got to its blocked run (an install error) leaves the next cell to try."""
+    role = roles.get(carry.key(matrix, cell))
+    if played is not None and role is not None and role.made is None and not role.refused:
+        role.made, role.refused = played.made, played.refused
+
+
 def stopped_reason(stop: Stop) -> str:
     return f"the run was stopped ({stop.signal}) before this cell started"
 
@@ -79,9 +113,14 @@ def run_cells(
     candidates: Sequence[str] = (),
     echo: Echo | None = sys.stdout,
     stop: Stop | None = None,
+    full: bool = False,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
-    Returns one result per cell, in the order given; each is also written as its cell.json."""
+    Returns one result per cell, in the order given; each is also written as its cell.json.
+
+    Where matrix.toml asks for it, cells that differ only in TorchAO carry the verdicts of the
+    tests independent of it from the first of them (:mod:`harness.carry`); ``full`` runs every
+    test in every cell and checks the carried verdicts against the real ones instead."""
     stop = stop or Stop()
     python = python.absolute()  # cells run in their project's folder; never resolve(): a
     # venv's interpreter is a symlink to the base one, and following it leaves the venv
@@ -89,6 +128,7 @@ def run_cells(
     present = {cell.backend.name: cell.backend for cell in cells}
     absent = {name: backends.host_lacks(backend) for name, backend in present.items()}
     tool = uv or (uv_bin() if any(reason is None for reason in absent.values()) else "")
+    roles = _roles(matrix, [c for c in cells if not absent[c.backend.name]], full)
     for cell in cells:
         reason = absent[cell.backend.name]
         try:
@@ -100,7 +140,9 @@ def run_cells(
                 plan = plan_for(
                     matrix, cell, python, uv=tool, reports=reports, candidates=candidates
                 )
+                plan.carry = _role_for(roles, matrix, cell)
                 result = run_cell(plan, echo=echo, stop=stop)
+                _took_part(roles, matrix, cell, plan.carry)
         except Exception as exc:  # one cell's harness failure is that cell's status
             result = harness_error(cell, exc, reports)
         results[cell.id] = result

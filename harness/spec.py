@@ -31,6 +31,8 @@ except ModuleNotFoundError:  # Python 3.10: a 3.10 cell's tests read matrix.toml
 DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 
 TIERS = ("core", "extended", "downstream")
+# the axes [run] carry may name: TorchAO, whose cells of one torch share a venv (harness/carry.py)
+CARRY_AXES = ("torchao",)
 _GROUP = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.]*$")  # a downstream group's name, inside cell ids
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
@@ -225,6 +227,9 @@ class Matrix:
     peer_tiers: tuple[str, ...] = ()
     downstream: tuple[Downstream, ...] = ()
     downstream_tests: str = "tests/downstream"  # what a downstream cell runs; others skip it
+    carry: tuple[
+        str, ...
+    ] = ()  # axes whose cells carry the verdicts of the tests independent of them
 
     @property
     def root(self) -> Path:
@@ -625,6 +630,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
             "peer_requirements",
             "peer_tiers",
             "downstream_tests",
+            "carry",
         ),
     )
     python = run.strings("python")
@@ -650,6 +656,10 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
+    carry = run.strings("carry", [])
+    for i, axis in enumerate(carry):
+        if axis not in CARRY_AXES:
+            raise run.fail(f"carry[{i}]", f"must be one of {list(CARRY_AXES)}", axis)
 
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
@@ -748,6 +758,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         peer_tiers,
         downstream,
         downstream_tests,
+        carry,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

@@ -2,6 +2,11 @@
 
 TorchAO 0.9 added config objects (``Int8WeightOnlyConfig``) beside the lower-case factories
 (``int8_weight_only()``); 0.16 removed the factories. Tests ask for a quantization scheme here.
+
+TorchAO is imported when a scheme is first asked for, not when this module is: the matrix runs the
+tests that never ask once per torch with TorchAO blocked and carries their verdicts to the other
+TorchAO cells (harness/carry.py), and a module that merely imports this one must not count as
+touching TorchAO.
 """
 
 from __future__ import annotations
@@ -10,26 +15,31 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torchao.quantization as q
+
+
+def _q() -> Any:
+    import torchao.quantization
+
+    return torchao.quantization
 
 
 def int8_weight_only() -> Any:
-    if hasattr(q, "Int8WeightOnlyConfig"):  # torchao >= 0.9
-        return q.Int8WeightOnlyConfig()
-    return q.int8_weight_only()
+    if hasattr(_q(), "Int8WeightOnlyConfig"):  # torchao >= 0.9
+        return _q().Int8WeightOnlyConfig()
+    return _q().int8_weight_only()
 
 
 def float8_weight_only() -> Any:
-    if hasattr(q, "Float8WeightOnlyConfig"):  # torchao >= 0.9
-        return q.Float8WeightOnlyConfig()
-    return q.float8_weight_only()
+    if hasattr(_q(), "Float8WeightOnlyConfig"):  # torchao >= 0.9
+        return _q().Float8WeightOnlyConfig()
+    return _q().float8_weight_only()
 
 
 def int8_dynamic_activation_int8_weight() -> Any:
     """Int8 dynamic activation + int8 weight: the weight becomes a LinearActivationQuantizedTensor."""
-    if hasattr(q, "Int8DynamicActivationInt8WeightConfig"):  # torchao >= 0.9
-        return q.Int8DynamicActivationInt8WeightConfig()
-    return q.int8_dynamic_activation_int8_weight()
+    if hasattr(_q(), "Int8DynamicActivationInt8WeightConfig"):  # torchao >= 0.9
+        return _q().Int8DynamicActivationInt8WeightConfig()
+    return _q().int8_dynamic_activation_int8_weight()
 
 
 def cpu_problem(scheme: Callable[[], Any]) -> str | None:
@@ -47,7 +57,7 @@ def cpu_problem(scheme: Callable[[], Any]) -> str | None:
 
 
 def quantize_(module: torch.nn.Module, scheme: Any) -> torch.nn.Module:
-    q.quantize_(module, scheme)
+    _q().quantize_(module, scheme)
     return module
 
 

@@ -225,7 +225,14 @@ def gfm_cells(line: str) -> list[str]:
 
 
 def one_row(cell: str, test: str, why: str) -> dict[str, Any]:
-    row = {"class": "missing", "cell": cell, "test": test, "before": "passed", "fatal": True}
+    row = {
+        "class": "missing",
+        "cell": cell,
+        "test": test,
+        "before": "passed",
+        "fatal": True,
+        "carried_from": "",
+    }
     return {
         "ok": False,
         "summary": dict.fromkeys(gate.CLASSES, 0) | {"missing": 1},
@@ -460,6 +467,7 @@ def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
             "after": "install-error",
             "fatal": True,
             "why": reason,
+            "carried_from": "",
         }
     ]
     escaped = reason.replace("|", "\\|")

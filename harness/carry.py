@@ -1,0 +1,210 @@
+"""Carried verdicts: the tests that never touch TorchAO run once per torch, and their verdicts
+stand, as carried, in every TorchAO cell of that torch.
+
+Which tests depend on TorchAO is measured, not declared. The first cell of a carrying group (the
+*source*) first runs the whole suite with TorchAO blocked (``harness/probe.py --block torchao``:
+importing it, finding it or reading its metadata raises, and every attempt is recorded with the
+test that made it). A test *depends* on TorchAO when it tried to reach it (even if it swallowed
+the error), when its failure or skip names the block (a fixture cached the error), or when an
+expected failure of ``matrix.toml`` applies to it in some cells of the group and not in others.
+Every other test is *independent*: its verdict from the blocked run is the verdict of every
+cell of the group. Each cell of the group, the source included, then runs only the dependent
+tests with TorchAO installed, and its record holds both: run and carried, the carried ones
+naming the cell they came from. A cell's status is judged on all its tests.
+
+Carrying is refused, and every cell runs its whole suite as before, when the blocked run does
+not finish cleanly or TorchAO is reached outside any test (while collecting): the reason is
+recorded in each cell. A full run (``nox -s matrix -- --full``, the nightly) runs every test in
+every cell and compares each real verdict with the carried one: a disagreement is a harness
+error of that cell naming the test and both cells (a wrong independence class, caught).
+
+Standard library only (it runs in the nox process).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import evidence
+from harness.spec import Cell, Matrix
+
+BLOCKED_DIR = "independent"  # the source cell's sub-folder for the TorchAO-blocked run
+SELECT_FILE = "dependent.txt"  # the node ids a cell runs when it carries the rest
+BLOCK_MARK = "is blocked in this run"  # in harness/probe.py's Blocked message
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the blocked run of a group's first cell established."""
+
+    cell: str  # its id
+    log: evidence.TestLog  # the blocked run's evidence, kept to the independent tests
+    dependent: tuple[str, ...]  # node ids every cell runs itself
+    drift: Mapping[str, Any]  # the independent tests' drift observations
+
+
+@dataclass
+class Role:
+    """A cell's part in carrying. ``source`` None: this cell makes it (its blocked run comes
+    first). ``full``: run every test here and compare with the carried verdicts."""
+
+    axis: str
+    varying: tuple[str, ...]  # expected-failure patterns that differ across the group
+    source: Source | None = None
+    full: bool = False
+    made: Source | None = None  # set by the source cell once its blocked run is judged
+    refused: str = ""  # why carrying is off for the group, set by the source cell
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def key(matrix: Matrix, cell: Cell) -> tuple[Any, ...] | None:
+    """Cells with the same key differ only in TorchAO (same Python, torch pin, backend and
+    requirements): the cells one blocked run stands for. None: the cell never carries (the
+    matrix does not ask for it, or a downstream cell, whose libraries may reach TorchAO)."""
+    if "torchao" not in matrix.carry or cell.group:
+        return None
+    reqs = tuple(matrix.requirements_for(cell))
+    return (cell.python, cell.torch.pin, cell.backend.name, reqs, tuple(cell.torch.extra))
+
+
+def varying_patterns(matrix: Matrix, cells: Sequence[Cell]) -> tuple[str, ...]:
+    """The expected-failure patterns that apply to some of ``cells`` and not to all: the tests
+    they match depend on the axis that varies, whatever the blocked run saw."""
+    sets: list[set[str]] = [
+        {
+            p
+            for x in matrix.xfails_for(c.torch.label, c.torchao.label, c.backend.name)
+            for p in x.tests
+        }
+        for c in cells
+    ]
+    if not sets:
+        return ()
+    everywhere = set(sets[0]).intersection(*sets[1:])
+    return tuple(sorted(set().union(*sets) - everywhere))
+
+
+def read_leaks(path: Path) -> list[dict[str, str]] | None:
+    """The blocked run's record of who reached the blocked distribution; None if unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+        leaks = doc["leaks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(leaks, list) or not all(isinstance(x, dict) for x in leaks):
+        return None
+    return [{"test": str(x.get("test", "")), "what": str(x.get("what", ""))} for x in leaks]
+
+
+def classify_tests(
+    log: evidence.TestLog, leaks: Sequence[Mapping[str, str]], varying: Sequence[str]
+) -> tuple[list[str], str]:
+    """(the dependent node ids, why carrying is refused or ``""``) from a blocked run."""
+    outside = [x["what"] for x in leaks if not x["test"]]
+    if outside:
+        return [], f"TorchAO was reached outside any test ({outside[0]}): no test can be carried"
+    broken = sorted(n for n, o in log.outcomes.items() if "::" not in n)
+    if broken:
+        return [], f"the TorchAO-blocked run did not collect {broken[0]}: no test can be carried"
+    marked = {n for n, text in [*log.messages.items(), *log.skips.items()] if BLOCK_MARK in text}
+    dependent = {x["test"] for x in leaks} | marked
+    dependent |= {n for n in log.outcomes if any(fnmatch.fnmatchcase(n, p) for p in varying)}
+    return sorted(dependent), ""
+
+
+def keep(log: evidence.TestLog, nodeids: set[str]) -> evidence.TestLog:
+    """``log`` with only the given tests (the session's own facts kept)."""
+
+    def only(d: Mapping[str, Any]) -> dict[str, Any]:
+        return {n: v for n, v in d.items() if n in nodeids}
+
+    return evidence.TestLog(
+        present=log.present,
+        started=log.started,
+        exitstatus=log.exitstatus,
+        finish_is_last=log.finish_is_last,
+        outcomes=only(log.outcomes),
+        reruns=only(log.reruns),
+        messages=only(log.messages),
+        skips=only(log.skips),
+        unfinished=[n for n in log.unfinished if n in nodeids],
+        trackers=only(log.trackers),
+        budget_cuts=only(log.budget_cuts),
+    )
+
+
+def merge(run: evidence.TestLog, carried: evidence.TestLog) -> evidence.TestLog:
+    """One log of a cell's tests: those it ran and those carried (a test it ran wins)."""
+
+    def both(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+        return {**b, **a}
+
+    return evidence.TestLog(
+        present=run.present,
+        started=run.started,
+        exitstatus=run.exitstatus,
+        finish_is_last=run.finish_is_last,
+        outcomes=both(run.outcomes, carried.outcomes),
+        reruns=both(run.reruns, carried.reruns),
+        messages=both(run.messages, carried.messages),
+        skips=both(run.skips, carried.skips),
+        unfinished=run.unfinished,
+        trackers=both(run.trackers, carried.trackers),
+        budget_cuts=both(run.budget_cuts, carried.budget_cuts),
+    )
+
+
+def judge(
+    verdict: evidence.Verdict,
+    merged: evidence.TestLog,
+    stale: Sequence[str],
+    *,
+    asked_for_none: bool = False,
+) -> evidence.Verdict:
+    """The cell's status from its run's verdict and all its tests, carried ones included: a
+    run that ended cleanly (passed or failed; no tests when every test was carried) is judged
+    again on the merged outcomes."""
+    clean = ("passed", "failed", "no-tests") if asked_for_none else ("passed", "failed")
+    if verdict.status not in clean:
+        return verdict
+    return evidence.outcome_verdict(merged.counts(), stale)
+
+
+def disagreements(source: Source, outcomes: Mapping[str, str]) -> list[dict[str, str]]:
+    """Each independent test whose real outcome in a full run differs from its carried one."""
+    return [
+        {"test": n, "carried": carried, "source": source.cell, "real": outcomes.get(n, "absent")}
+        for n, carried in sorted(source.log.outcomes.items())
+        if outcomes.get(n, "absent") != carried
+    ]
+
+
+def disagreement_reason(cell: str, found: Sequence[Mapping[str, str]]) -> str:
+    first = found[0]
+    more = f" (and {len(found) - 1} more: cell.json's carry lists them)" if len(found) > 1 else ""
+    return (
+        f"a carried verdict disagrees with a real run: {first['test']} is {first['carried']} in"
+        f" {first['source']} with TorchAO blocked (carried) but {first['real']} when run in"
+        f" {cell}{more}; the test depends on TorchAO in a way the block did not see"
+    )
+
+
+def read_drift(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write_drift(path: Path, carried: Mapping[str, Any]) -> None:
+    """The cell's drift.json: the carried observations, then its own (which win)."""
+    own = read_drift(path)
+    merged = {**carried, **own}
+    if merged:
+        path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")

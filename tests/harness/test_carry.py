@@ -1,0 +1,260 @@
+"""Carried verdicts (harness/carry.py), on real cells: a throwaway project whose three TorchAO
+cells of torch 2.6 share a venv, run by the real noxfile. Each backend of its matrix.toml gives
+the suite one behaviour (``CARRY`` in the backend's env): a clean suite, an independent test
+that fails, a test that touches TorchAO while collecting, and a test that depends on TorchAO in a
+way the block cannot see (it reads ``sys.modules``), which only a full run catches."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.faultproject import AO, Project, ao_pin
+
+SUITE = '''
+"""Tests whose dependence on TorchAO is known, and one that lies about it."""
+import json, os, sys
+from pathlib import Path
+
+CELL = json.loads(Path(os.environ["COMPAT_MATRIX_CELL"]).read_text())
+CARRY = os.environ.get("CARRY", "clean")
+if CARRY == "collect":
+    try:  # reached while collecting, even swallowed: nothing can be carried
+        import torchao  # noqa: F401
+    except Exception:
+        pass
+
+
+def test_plain():
+    assert sum([1, 2]) == 3 or CARRY == "broken", "an independent failure"
+    assert CARRY != "broken", "an independent failure"
+
+
+def test_imports_torchao():
+    import torchao
+
+    assert torchao.__version__.startswith(CELL["torchao"])
+
+
+def test_swallows_the_block():
+    try:
+        import torchao.quantization  # noqa: F401
+    except Exception:
+        return  # swallowed: the block still saw the attempt
+    assert "torchao.quantization" in sys.modules
+
+
+def test_varies():
+    assert CELL["torchao"] != "0.7", "fails with TorchAO 0.7 only, without touching it"
+
+
+def test_sly():
+    assert CARRY != "sly" or "torchao" not in sys.modules, "depends on TorchAO unseen"
+'''
+
+# applies matrix.toml's expected failures, as the real suite's conftest does
+CONFTEST = """
+import fnmatch, json, os
+from pathlib import Path
+
+import pytest
+
+CELL = json.loads(Path(os.environ["COMPAT_MATRIX_CELL"]).read_text())
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for entry in CELL["xfails"]:
+            if any(fnmatch.fnmatchcase(item.nodeid, p) for p in entry["tests"]):
+                item.add_marker(pytest.mark.xfail(reason=entry["reason"], strict=entry["strict"]))
+"""
+
+BACKENDS = ("clean", "broken", "collect", "sly")
+
+
+def matrix_text() -> str:
+    lines = [
+        "[run]",
+        'python = ["3.11"]',
+        "cell_timeout_s = 120",
+        'default_cell = { torch = "2.6", torchao = "0.6", backend = "clean" }',
+        'test_requirements = ["requirements/test.txt"]',
+        'carry = ["torchao"]',
+        "",
+        "[[torch]]",
+        'version = "2.6"',
+        'pin = "2.6.0"',
+    ]
+    for ao in AO:
+        lines += ["", "[[torchao]]", f'version = "{ao}"', f'pin = "{ao_pin(ao)}"']
+        if ao == "0.8":
+            lines.append('extra = ["setuptools"]')
+    for name in BACKENDS:
+        lines += [
+            "",
+            f"[backends.{name}]",
+            'platforms = ["linux"]',
+            'torch_probe = "torch.zeros(2).add(1).sum().item() == 2"',
+            f'env = {{ CARRY = "{name}" }}',
+        ]
+    lines.append(
+        textwrap.dedent(
+            """
+            [[xfail]]
+            tests = ["tests/test_carry.py::test_varies"]
+            torchao = ["0.7"]
+            reason = "varies with TorchAO: must run in every cell, never be carried"
+            """
+        )
+    )
+    return "\n".join(lines) + "\n"
+
+
+def cell_id(ao: str, backend: str) -> str:
+    return f"torch2.6-ao{ao}-{backend}"
+
+
+SOURCE = "0.6"  # the first cell of each group makes the blocked run
+DEPENDENT = {"test_imports_torchao", "test_swallows_the_block", "test_varies"}
+NODE = "tests/test_carry.py::"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, fault_envdir: Path) -> Project:
+    root = tmp_path_factory.mktemp("carry") / "project"
+    made = Project.create(root, fault_envdir, matrix_text())
+    (root / "tests" / "test_fault.py").unlink()
+    (root / "tests" / "conftest.py").write_text(CONFTEST)
+    (root / "tests" / "test_carry.py").write_text(SUITE)
+    return made
+
+
+@pytest.fixture(scope="module")
+def carried(project: Project) -> dict[str, Any]:
+    done = project.nox(
+        "-s",
+        "matrix",
+        "--",
+        "--jobs",
+        "2",
+        "--cell",
+        "*-clean",
+        "--cell",
+        "*-broken",
+        "--cell",
+        "*-collect",
+        "--cell",
+        "*-sly",
+        timeout=600,
+    )
+    cells = {cid: project.cell(cid) for cid in (cell_id(a, b) for a in AO for b in BACKENDS)}
+    return {"done": done, "cells": cells, "matrix": project.matrix_json()}
+
+
+def test_independent_verdicts_are_carried_and_named_with_their_source(
+    carried: dict[str, Any],
+) -> None:
+    cells = carried["cells"]
+    source = cell_id(SOURCE, "clean")
+    assert cells[source]["status"] == "passed", cells[source]["reason"]
+    assert cells[source]["carried"] == {}
+    assert cells[source]["carry"] == {"axis": "torchao", "source": source, "run": 5, "carried": 0}
+    for ao in ("0.7", "0.8"):
+        cell = cells[cell_id(ao, "clean")]
+        assert cell["status"] == "passed", cell["reason"]
+        assert cell["carried"] == {NODE + "test_plain": source, NODE + "test_sly": source}
+        assert cell["carry"] == {"axis": "torchao", "source": source, "run": 3, "carried": 2}
+        # a cell's record holds every test, carried ones included
+        assert set(cell["tests"]) == {NODE + t for t in (*DEPENDENT, "test_plain", "test_sly")}
+
+
+def test_a_test_that_reaches_torchao_runs_in_every_cell_even_when_it_swallows_the_block(
+    carried: dict[str, Any], project: Project
+) -> None:
+    leaks = json.loads(
+        (
+            project.reports / "cells" / cell_id(SOURCE, "clean") / "independent" / "leaks.json"
+        ).read_text()
+    )["leaks"]
+    assert {x["test"] for x in leaks} == {
+        NODE + "test_imports_torchao",
+        NODE + "test_swallows_the_block",
+    }
+    for ao in AO:
+        cell = carried["cells"][cell_id(ao, "clean")]
+        for name in DEPENDENT:
+            assert NODE + name not in cell["carried"]
+        # run with TorchAO present: the swallowing test saw the real module
+        assert cell["tests"][NODE + "test_swallows_the_block"] == "passed"
+        assert cell["tests"][NODE + "test_imports_torchao"] == "passed"
+
+
+def test_an_expected_failure_that_varies_with_torchao_keeps_its_test_out_of_carrying(
+    carried: dict[str, Any],
+) -> None:
+    outcomes = {
+        ao: carried["cells"][cell_id(ao, "clean")]["tests"][NODE + "test_varies"] for ao in AO
+    }
+    assert outcomes == {"0.6": "passed", "0.7": "xfailed", "0.8": "passed"}
+
+
+def test_a_carried_failure_fails_every_cell_it_stands_for(carried: dict[str, Any]) -> None:
+    source = cell_id(SOURCE, "broken")
+    for ao in AO:
+        cell = carried["cells"][cell_id(ao, "broken")]
+        assert cell["status"] == "failed"
+        assert cell["reason"] == "1 failed, 0 errors"
+        assert [f["nodeid"] for f in cell["failures"]] == [NODE + "test_plain"]
+        assert "an independent failure" in cell["failures"][0]["message"]
+        if ao != SOURCE:
+            assert cell["carried"][NODE + "test_plain"] == source
+    assert carried["done"].returncode != 0
+
+
+def test_torchao_reached_while_collecting_refuses_carrying_and_every_cell_runs_everything(
+    carried: dict[str, Any],
+) -> None:
+    for ao in AO:
+        cell = carried["cells"][cell_id(ao, "collect")]
+        assert cell["status"] == "passed", cell["reason"]
+        assert cell["carried"] == {}
+        assert cell["carry"]["refused"] == (
+            "TorchAO was reached outside any test (import torchao): no test can be carried"
+        )
+        assert len(cell["tests"]) == 5
+
+
+def test_the_report_counts_run_and_carried_tests(carried: dict[str, Any]) -> None:
+    totals = carried["matrix"]["totals"]
+    # clean, broken and sly carry 2 tests into two cells each; collect carries nothing
+    assert totals["carried"] == 3 * 2 * 2
+    assert totals["ran"] == 12 * 5 - 12
+
+
+def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_cells(
+    carried: dict[str, Any], project: Project
+) -> None:
+    # the carried run cannot see it: test_sly passed with TorchAO blocked, so it was carried
+    for ao in AO:
+        assert carried["cells"][cell_id(ao, "sly")]["status"] == "passed"
+    done = project.nox(
+        "-s", "matrix", "--", "--full", "--cell", "*-sly", "--cell", "*-clean", timeout=600
+    )
+    assert done.returncode != 0
+    source = cell_id(SOURCE, "sly")
+    for ao in AO:
+        cell = project.cell(cell_id(ao, "sly"))
+        assert cell["status"] == "harness-error"
+        assert cell["reason"].startswith(
+            f"a carried verdict disagrees with a real run: {NODE}test_sly is passed in {source}"
+            f" with TorchAO blocked (carried) but failed when run in {cell_id(ao, 'sly')};"
+        )
+        assert cell["carried"] == {}
+        assert [d["test"] for d in cell["carry"]["disagree"]] == [NODE + "test_sly"]
+        clean = project.cell(cell_id(ao, "clean"))
+        assert clean["status"] == "passed", clean["reason"]
+        assert clean["carry"]["checked"] == 2 and clean["carry"]["disagree"] == []
