@@ -3,6 +3,9 @@
     python bench/bench_matrix.py install   one cell's install: uv vs pip, cold and warm caches
     python bench/bench_matrix.py matrix    the whole core cpu matrix: cold caches, then warm
     python bench/bench_matrix.py all
+    python bench/bench_matrix.py carry [--ref REF] [--rounds N] [--envdir DIR]
+                                           the warm core matrix at REF and at the working tree,
+                                           side by side in one run, and where the time goes
 
 Cold means an empty package cache (a fresh temporary cache directory) and a new venv; warm means
 the cache that the cold run filled and, for the matrix, the venvs it left. Everything runs in
@@ -120,10 +123,82 @@ def bench_matrix(tmp: Path) -> dict[str, Any]:
     return out
 
 
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def before_carrying() -> str:
+    """The commit before harness/carry.py was added: the matrix without carried verdicts."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", "harness/carry.py").split()
+    if not added:
+        raise SystemExit("harness/carry.py has no commit yet: pass --ref")
+    return _git("rev-parse", f"{added[-1]}^")
+
+
+def durations(reports: Path) -> dict[str, Any]:
+    """Seconds of test time per test file, summed over the cells' reportlogs (the blocked runs
+    included), and each cell's steps (install, blocked run, tests)."""
+    per_file: dict[str, float] = {}
+    for log in sorted((reports / "cells").glob("*/**/log.jsonl")):
+        for line in log.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("$report_type") == "TestReport":
+                name = str(rec["nodeid"]).split("::")[0]
+                per_file[name] = per_file.get(name, 0.0) + float(rec.get("duration", 0.0))
+    steps = {}
+    for cell in sorted((reports / "cells").glob("*/cell.json")):
+        doc = json.loads(cell.read_text())
+        steps[doc["id"]] = {**doc.get("timings", {}), "wall": doc.get("duration_s")}
+    ranked = sorted(per_file.items(), key=lambda kv: -kv[1])
+    return {"per_file_s": {k: round(v, 2) for k, v in ranked}, "per_cell": steps}
+
+
+def bench_carry(tmp: Path, ref: str, rounds: int, envdir: Path | None) -> dict[str, Any]:
+    """Warm `nox -s matrix` (the core cpu cells) at ``ref`` and at the working tree, alternating,
+    sharing one envdir and uv cache (one untimed run first builds the venvs)."""
+    old = tmp / "ref"
+    _git("worktree", "add", "--detach", str(old), ref)
+    envs = envdir or tmp / "nox-envs"
+    try:
+        trees = {"ref": old, "new": ROOT}
+        times: dict[str, list[float]] = {"ref": [], "new": []}
+
+        def once(name: str) -> float:
+            env = {**os.environ, "COMPAT_MATRIX_REPORTS": str(tmp / f"reports-{name}")}
+            env.pop("COMPAT_MATRIX_TOML", None)
+            cmd = [sys.executable, "-m", "nox", "--envdir", str(envs), "-s", "matrix"]
+            return timed([*cmd, "--", "--backend", "cpu"], env, cwd=trees[name])
+
+        once("new")  # builds the venvs both trees use (same names, same pins)
+        for _ in range(rounds):
+            for name in ("ref", "new"):
+                times[name].append(once(name))
+                print(f"{name}: {times[name][-1]} s", flush=True)
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        new_reports = tmp / "reports-new"
+        summary = json.loads((new_reports / "matrix.json").read_text())["totals"]
+        return {
+            "command": "nox -s matrix -- --backend cpu (12 core cells), warm",
+            "ref": ref,
+            "new": _git("rev-parse", "HEAD")
+            + (" + working tree" if _git("status", "--short") else ""),
+            "seconds": times,
+            "median_s": med,
+            "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+            "tests": {"ran": summary.get("ran"), "carried": summary.get("carried")},
+            "new_durations": durations(new_reports),
+            "ref_durations": durations(tmp / "reports-ref"),
+            "targets": {"median_s.new": "<= 120"},
+        }
+    finally:
+        _git("worktree", "remove", "--force", str(old))
+
+
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "all"
-    if what not in ("install", "matrix", "all"):
-        raise SystemExit(f"unknown benchmark {what!r}; accepted: install, matrix, all")
+    if what not in ("install", "matrix", "all", "carry"):
+        raise SystemExit(f"unknown benchmark {what!r}; accepted: install, matrix, all, carry")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["machine"] = {
@@ -138,6 +213,21 @@ def main(argv: list[str]) -> int:
         if what in ("matrix", "all"):
             results["matrix"] = bench_matrix(Path(tmp))
             print(json.dumps(results["matrix"], indent=2))
+        if what == "carry":
+            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
+            unknown = set(opts) - {"--ref", "--rounds", "--envdir"}
+            if unknown:
+                raise SystemExit(
+                    f"unknown option {sorted(unknown)}; accepted: --ref, --rounds, --envdir"
+                )
+            envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
+            ref = opts.get("--ref") or before_carrying()
+            results["carry"] = bench_carry(Path(tmp), ref, int(opts.get("--rounds", "1")), envdir)
+            print(
+                json.dumps(
+                    {k: v for k, v in results["carry"].items() if "durations" not in k}, indent=2
+                )
+            )
     OUT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     return 0
 

@@ -1,7 +1,11 @@
 """The nightly profile's time budget (tests/budget.py), run for real: a throwaway suite with a
 slow property and a quick one runs under pytest in a subprocess with the budget plugin, and the
 slow one stops at its share of the time, passes, and is named in the summary and the reportlog.
-Under the ``ci`` profile nothing reads the clock: every example runs."""
+Under the ``ci`` profile nothing reads the clock: every example runs.
+
+Here with the harness's tests, not in every cell: the plugin's behaviour depends on the pinned
+pytest and Hypothesis (the same pins in requirements/test.txt and harness.txt), never on torch or
+TorchAO, and its throwaway suite imports neither; run in each cell it cost ~10 s of each."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 
 from tests import budget
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = """
 import time
 from hypothesis import given, strategies as st
