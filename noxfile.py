@@ -44,6 +44,9 @@ HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
 # CI's cell jobs get the gate's upstream candidates here (workflow inputs reach scripts only
 # through env:); the matrix, gate and baseline sessions pass them to the runner directly.
 CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
+# the nightly's cell jobs: run every test (FULL_ENV=true); the cells named in CARRY_SOURCE_ENV
+# also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/carry.py)
+FULL_ENV, CARRY_SOURCE_ENV = "COMPAT_MATRIX_FULL", "COMPAT_MATRIX_CARRY_SOURCE"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
 
 
@@ -72,6 +75,8 @@ def _run_group(session: nox.Session, cells: list[Cell]) -> None:
             reports=REPORTS,
             candidates=candidates,
             stop=stop,
+            full=os.environ.get(FULL_ENV) == "true",
+            sources=os.environ.get(CARRY_SOURCE_ENV, "").split(),
         )
     _judge(session, results, stop)
 
@@ -187,6 +192,8 @@ def _run_matrix(
             stop=stop,
             full=args.full,
         )
+    if args.full:  # each verdict a blocked run would have carried, against the real runs
+        session.run("python", "-m", "harness.carry", "--reports", str(REPORTS))
     session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
     return stop
 

@@ -15,10 +15,14 @@ naming the cell they came from. A cell's status is judged on all its tests.
 Carrying is refused, and every cell runs its whole suite as before, when the blocked run does
 not finish cleanly or TorchAO is reached outside any test (while collecting): the reason is
 recorded in each cell. A full run (``nox -s matrix -- --full``, the nightly) runs every test in
-every cell and compares each real verdict with the carried one: a disagreement is a harness
-error of that cell naming the test and both cells (a wrong independence class, caught).
+every cell; the first cell of each group also makes the blocked run and records the verdicts it
+would have carried (``carry.independent`` in its cell.json). :func:`check` then compares each
+of them with the real verdict of every cell of the group, from the records (so it works the same
+on one machine and across GitHub's one-job-per-cell matrix): a disagreement makes that cell a
+harness error naming the test and both cells (a wrong independence class, caught).
 
-Standard library only (it runs in the nox process).
+Standard library only (it runs in the nox process). ``python -m harness.carry --reports DIR``
+runs :func:`check` over a run's records.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import evidence
+from harness import evidence, paths, spec
 from harness.spec import Cell, Matrix
+from harness.status import RAN_STATUSES
 
 BLOCKED_DIR = "independent"  # the source cell's sub-folder for the TorchAO-blocked run
 SELECT_FILE = "dependent.txt"  # the node ids a cell runs when it carries the rest
@@ -175,12 +180,14 @@ def judge(
     return evidence.outcome_verdict(merged.counts(), stale)
 
 
-def disagreements(source: Source, outcomes: Mapping[str, str]) -> list[dict[str, str]]:
-    """Each independent test whose real outcome in a full run differs from its carried one."""
+def disagreements(
+    source: str, carried: Mapping[str, str], outcomes: Mapping[str, str]
+) -> list[dict[str, str]]:
+    """Each test whose real outcome in a full run differs from the one ``source`` would carry."""
     return [
-        {"test": n, "carried": carried, "source": source.cell, "real": outcomes.get(n, "absent")}
-        for n, carried in sorted(source.log.outcomes.items())
-        if outcomes.get(n, "absent") != carried
+        {"test": n, "carried": want, "source": source, "real": outcomes.get(n, "absent")}
+        for n, want in sorted(carried.items())
+        if outcomes.get(n, "absent") != want
     ]
 
 
@@ -192,6 +199,46 @@ def disagreement_reason(cell: str, found: Sequence[Mapping[str, str]]) -> str:
         f" {first['source']} with TorchAO blocked (carried) but {first['real']} when run in"
         f" {cell}{more}; the test depends on TorchAO in a way the block did not see"
     )
+
+
+def check(matrix: Matrix, reports: Path) -> list[str]:
+    """Compare the verdicts each full run's blocked run would have carried with the real ones of
+    every cell of its group (the records in ``reports``); a cell with a disagreement becomes a
+    ``harness-error`` naming the test and both cells, every compared cell records ``checked``
+    and ``disagree`` in its ``carry``. Returns the ids of the cells it made harness errors."""
+    known = {c.id: c for c in matrix.cells(tiers=spec.TIERS)}
+    records: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for path in sorted(paths.cells_dir(reports).glob(f"*/{paths.CELL_FILE}")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable record is the report's "no record", not this check's
+        if isinstance(doc, dict) and doc.get("id") in known:
+            records[doc["id"]] = (path, doc)
+    sources = {
+        key(matrix, known[cid]): (cid, doc["carry"]["independent"])
+        for cid, (_, doc) in records.items()
+        if isinstance(doc.get("carry"), dict) and doc["carry"].get("independent")
+    }
+    bad = []
+    for cid, (path, doc) in records.items():
+        found_source = sources.get(key(matrix, known[cid]))
+        if found_source is None or doc.get("status") not in RAN_STATUSES:
+            continue
+        source, carried = found_source
+        found = disagreements(source, carried, doc.get("tests") or {})
+        doc["carry"] = {
+            **(doc.get("carry") or {}),
+            "axis": "torchao",
+            "source": source,
+            "checked": len(carried),
+            "disagree": found,
+        }
+        if found:
+            doc["status"], doc["reason"] = "harness-error", disagreement_reason(cid, found)
+            bad.append(cid)
+        path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return bad
 
 
 def read_drift(path: Path) -> dict[str, Any]:
@@ -208,3 +255,22 @@ def write_drift(path: Path, carried: Mapping[str, Any]) -> None:
     merged = {**carried, **own}
     if merged:
         path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.carry")
+    parser.add_argument("--reports", type=Path, default=paths.reports_path())
+    parser.add_argument("--matrix", type=Path, default=paths.matrix_path())
+    args = parser.parse_args(argv)
+    bad = check(spec.load(args.matrix), args.reports)
+    for cid in bad:
+        print(f"[carry] {cid}: a carried verdict disagrees with a real run (cell.json says which)")
+    if not bad:
+        print("[carry] every verdict a blocked run would have carried agrees with the real runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

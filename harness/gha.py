@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import paths, run, runner, spec
+from harness import carry, paths, run, runner, spec
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 # events only a maintainer starts, by hand or by the schedule: the only ones GPU runners take.
@@ -146,6 +146,10 @@ def github_matrix(
         if (backends is None or c.backend.name in backends) and (not wanted or c.id in wanted)
     ]
     chosen.sort(key=lambda c: c.backend.name != ALWAYS)  # stable: matrix order otherwise
+    sets: dict[Any, list[str]] = {}  # the cells one blocked run stands for (harness/carry.py)
+    for cell in chosen:
+        sets.setdefault(carry.key(matrix, cell) or cell.id, []).append(cell.id)
+    sources = {ids[0] for ids in sets.values() if len(ids) > 1}
     for cell in chosen:
         session = runner.cell_name(cell)
         include.append(
@@ -160,6 +164,8 @@ def github_matrix(
                 "runs-on": list((labels or {}).get(cell.backend.name, cell.backend.runs_on)),
                 "artifact": f"{prefix}reports-{session}",
                 "timeout-minutes": -(-cell.timeout_s // 60) + 10,  # + install and upload
+                # a full run's blocked run is made here (harness/carry.py); "" elsewhere
+                "carry-source": cell.id if cell.id in sources else "",
             }
         )
     return {"include": include}

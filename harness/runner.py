@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,12 @@ def group_cells(cells: Sequence[Cell]) -> dict[str, list[Cell]]:
     return groups
 
 
-def _roles(matrix: Matrix, cells: Sequence[Cell], full: bool) -> dict[Any, carry.Role]:
-    """One shared role per set of cells a blocked run can stand for (two cells or more)."""
+def _roles(
+    matrix: Matrix, cells: Sequence[Cell], full: bool, sources: Collection[str] = ()
+) -> dict[Any, carry.Role]:
+    """One shared role per set of cells a blocked run can stand for: two cells or more of the
+    run; in a full run also a lone cell named in ``sources`` (GitHub runs each cell in its own
+    job: there the first cell of each set makes the blocked run the aggregate job checks)."""
     found: dict[Any, list[Cell]] = {}
     for cell in cells:
         key = carry.key(matrix, cell)
@@ -76,7 +80,7 @@ def _roles(matrix: Matrix, cells: Sequence[Cell], full: bool) -> dict[Any, carry
     return {
         key: carry.Role("torchao", carry.varying_patterns(matrix, group), full=full)
         for key, group in found.items()
-        if len(group) > 1
+        if len(group) > 1 or (full and group[0].id in sources)
     }
 
 
@@ -84,8 +88,8 @@ def _role_for(roles: dict[Any, carry.Role], matrix: Matrix, cell: Cell) -> carry
     """The cell's part: the role as it stands (the first cell of a set to run makes the source;
     the others get it), or None when the cell does not carry."""
     role = roles.get(carry.key(matrix, cell))
-    if role is None:
-        return None
+    if role is None or (role.full and (role.made is not None or role.refused)):
+        return None  # a full run: only the first cell of the set has a part (the blocked run)
     return carry.Role(role.axis, role.varying, role.made, role.full, refused=role.refused)
 
 
@@ -114,13 +118,16 @@ def run_cells(
     echo: Echo | None = sys.stdout,
     stop: Stop | None = None,
     full: bool = False,
+    sources: Collection[str] = (),
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
     Returns one result per cell, in the order given; each is also written as its cell.json.
 
     Where matrix.toml asks for it, cells that differ only in TorchAO carry the verdicts of the
     tests independent of it from the first of them (:mod:`harness.carry`); ``full`` runs every
-    test in every cell and checks the carried verdicts against the real ones instead."""
+    test in every cell, the first of each set also making the blocked run whose verdicts
+    :func:`harness.carry.check` compares with the real ones (``sources``: lone cells that make
+    it, see :func:`_roles`)."""
     stop = stop or Stop()
     python = python.absolute()  # cells run in their project's folder; never resolve(): a
     # venv's interpreter is a symlink to the base one, and following it leaves the venv
@@ -128,7 +135,7 @@ def run_cells(
     present = {cell.backend.name: cell.backend for cell in cells}
     absent = {name: backends.host_lacks(backend) for name, backend in present.items()}
     tool = uv or (uv_bin() if any(reason is None for reason in absent.values()) else "")
-    roles = _roles(matrix, [c for c in cells if not absent[c.backend.name]], full)
+    roles = _roles(matrix, [c for c in cells if not absent[c.backend.name]], full, sources)
     for cell in cells:
         reason = absent[cell.backend.name]
         try:

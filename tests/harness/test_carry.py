@@ -258,3 +258,53 @@ def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_
         clean = project.cell(cell_id(ao, "clean"))
         assert clean["status"] == "passed", clean["reason"]
         assert clean["carry"]["checked"] == 2 and clean["carry"]["disagree"] == []
+    # what the blocked run would have carried, kept in the first cell's record for the check
+    assert project.cell(source)["carry"]["independent"] == {
+        NODE + "test_plain": "passed",
+        NODE + "test_sly": "passed",
+    }
+
+
+def test_the_check_reads_records_from_separate_jobs(tmp_path: Path) -> None:
+    """GitHub runs each cell in its own job: the aggregate job checks the downloaded records
+    (``python -m harness.carry``), the first cell's blocked verdicts against every sibling."""
+    import subprocess
+    import sys
+
+    from harness import paths, spec
+    from harness.cell import new_result
+
+    matrix = spec.load()
+    ids = ["torch2.6-ao0.6-cpu", "torch2.6-ao0.7-cpu", "torch2.6-ao0.8-cpu", "torch2.5-ao0.6-cpu"]
+    cells = {c.id: c for c in matrix.cells() if c.id in ids}
+    for cid, real in zip(ids, ["passed", "passed", "failed", "failed"], strict=True):
+        result = new_result(cells[cid])
+        result.tests = {"tests/a.py::t": real, "tests/a.py::u": "passed"}
+        result.status = real
+        if cid == ids[0]:
+            result.carry = {
+                "axis": "torchao",
+                "source": cid,
+                "independent": {"tests/a.py::t": "passed"},
+            }
+        result.write(paths.cell_dir(tmp_path, cid))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.carry", "--reports", str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "torch2.6-ao0.8-cpu: a carried verdict disagrees" in done.stdout
+
+    def record(cid: str) -> dict[str, Any]:
+        return dict(json.loads((paths.cell_dir(tmp_path, cid) / "cell.json").read_text()))
+
+    assert [record(c)["status"] for c in ids] == ["passed", "passed", "harness-error", "failed"]
+    assert record(ids[2])["reason"].startswith(
+        "a carried verdict disagrees with a real run: tests/a.py::t is passed in"
+        " torch2.6-ao0.6-cpu with TorchAO blocked (carried) but failed when run in"
+        " torch2.6-ao0.8-cpu;"
+    )
+    assert record(ids[1])["carry"]["checked"] == 1 and record(ids[1])["carry"]["disagree"] == []
+    assert "carry" not in record(ids[3]) or not record(ids[3])["carry"]  # another torch: unchecked

@@ -112,6 +112,38 @@ def test_the_matrix_narrows_to_named_cells_and_refuses_unknown_ones() -> None:
         gha.github_matrix(m, ["core"], ["cpu"], cells=["torch9.9-ao0.8-cpu"])
 
 
+def test_the_first_cell_of_each_torch_makes_the_blocked_run_of_a_full_run() -> None:
+    """One job per cell carries nothing; in a full run the first cell of each set of TorchAO
+    cells (same Python, torch, backend, requirements) also makes the TorchAO-blocked run."""
+    m = spec.load()
+    emitted = gha.github_matrix(m, ["core", "extended"], ["cpu"])["include"]
+    marked = {e["cell"] for e in emitted if e["carry-source"]}
+    assert all(e["carry-source"] in ("", e["cell"]) for e in emitted)
+    # each core torch's TorchAO 0.6 cell, and torch 2.6's extended set (0.9 with the peers)
+    assert marked == {
+        "torch2.3-ao0.6-cpu",
+        "torch2.4-ao0.6-cpu",
+        "torch2.5-ao0.6-cpu",
+        "torch2.6-ao0.6-cpu",
+    } | set(
+        ids[0]
+        for ids in _sets(m, [e["cell"] for e in emitted if e["tier"] == "extended"]).values()
+        if len(ids) > 1
+    )
+    lone = gha.github_matrix(m, ["core"], ["cpu"], cells=["torch2.6-ao0.8-cpu"])["include"]
+    assert lone[0]["carry-source"] == ""  # alone in the run: nothing to stand for
+
+
+def _sets(m: spec.Matrix, ids: list[str]) -> dict[Any, list[str]]:
+    from harness import carry
+
+    cells = {c.id: c for c in m.cells(tiers=spec.TIERS)}
+    out: dict[Any, list[str]] = {}
+    for cid in ids:
+        out.setdefault(carry.key(m, cells[cid]), []).append(cid)
+    return out
+
+
 def test_the_setup_step_writes_its_outputs_itself(tmp_path: Path) -> None:
     out = tmp_path / "github_output"
     done = run_module(
