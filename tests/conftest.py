@@ -131,16 +131,33 @@ class Drift:
         return value
 
 
+_COMPAT_MODULES: list[Any] = []  # compat's loaded modules, found again when sys.modules changes
+_SEEN: list[tuple[int, int]] = [(-1, -1)]  # (len(sys.modules), id of compat) when found
+
+
+def _compat_modules() -> list[Any]:
+    now = (len(sys.modules), id(sys.modules.get("compat")))
+    if now != _SEEN[0]:  # a module was imported or removed, or compat replaced: look again
+        _COMPAT_MODULES[:] = [
+            module
+            for name, module in list(sys.modules.items())
+            if name == "compat" or name.startswith("compat.")
+        ]
+        _SEEN[0] = now
+    return _COMPAT_MODULES
+
+
 @pytest.fixture(autouse=True)
 def _cold_compat_caches() -> None:
     """Each test starts with compat's memo caches empty (module-level dicts named ``_*_cache``):
     a test exercises the code it calls, not a result an earlier test left cached. Mutation
-    testing needs it too: with warm caches a mutant in a cached path runs in no test at all."""
-    for name, module in list(sys.modules.items()):
-        if name == "compat" or name.startswith("compat."):
-            for attr, value in vars(module).items():
-                if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
-                    value.clear()
+    testing needs it too: with warm caches a mutant in a cached path runs in no test at all.
+    compat's modules are looked up again only when sys.modules changed size (scanning its
+    thousands of entries before each test cost ~4 s of a cell)."""
+    for module in _compat_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
+                value.clear()
 
 
 @pytest.fixture

@@ -55,3 +55,31 @@ def test_backend_fixture_allocates(backend: str, dtype: torch.dtype) -> None:
     t = torch.ones(3, dtype=dtype, device=backend)
     assert t.device.type == backend
     assert t.shape == (3,) and t.dtype is dtype
+
+
+# --- the suite's own plumbing: compat's memo caches start empty in every test (conftest.py) ---
+
+
+def _compat_caches() -> dict[str, dict[object, object]]:
+    from compat import _features, device
+
+    return {
+        f"{module.__name__}.{name}": value
+        for module in (_features, device)
+        for name, value in vars(module).items()
+        if name.startswith("_") and name.endswith("_cache") and isinstance(value, dict)
+    }
+
+
+def test_a_test_may_leave_compats_caches_warm() -> None:
+    import compat
+
+    compat.normalize_device("cpu")
+    compat.normalize_device(torch.device("cpu"))
+    assert any(_compat_caches().values())
+
+
+def test_the_next_test_starts_with_every_compat_cache_empty() -> None:
+    caches = _compat_caches()
+    assert len(caches) >= 4  # the device caches and _features' slot cache are all seen
+    assert {name: len(cache) for name, cache in caches.items() if cache} == {}
