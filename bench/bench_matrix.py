@@ -3,7 +3,7 @@
     python bench/bench_matrix.py install   one cell's install: uv vs pip, cold and warm caches
     python bench/bench_matrix.py matrix    the whole core cpu matrix: cold caches, then warm
     python bench/bench_matrix.py all
-    python bench/bench_matrix.py carry [--ref REF] [--rounds N] [--envdir DIR]
+    python bench/bench_matrix.py carry [--ref REF] [--rounds N] [--envdir DIR] [--warmup 0]
                                            the warm core matrix at REF and at the working tree,
                                            side by side in one run, and where the time goes
 
@@ -154,7 +154,9 @@ def durations(reports: Path) -> dict[str, Any]:
     return {"per_file_s": {k: round(v, 2) for k, v in ranked}, "per_cell": steps}
 
 
-def bench_carry(tmp: Path, ref: str, rounds: int, envdir: Path | None) -> dict[str, Any]:
+def bench_carry(
+    tmp: Path, ref: str, rounds: int, envdir: Path | None, warmup: bool = True
+) -> dict[str, Any]:
     """Warm `nox -s matrix` (the core cpu cells) at ``ref`` and at the working tree, alternating,
     sharing one envdir and uv cache (one untimed run first builds the venvs)."""
     old = tmp / "ref"
@@ -170,7 +172,8 @@ def bench_carry(tmp: Path, ref: str, rounds: int, envdir: Path | None) -> dict[s
             cmd = [sys.executable, "-m", "nox", "--envdir", str(envs), "-s", "matrix"]
             return timed([*cmd, "--", "--backend", "cpu"], env, cwd=trees[name])
 
-        once("new")  # builds the venvs both trees use (same names, same pins)
+        if warmup:
+            once("new")  # builds the venvs both trees use (same names, same pins)
         for _ in range(rounds):
             for name in ("ref", "new"):
                 times[name].append(once(name))
@@ -215,14 +218,15 @@ def main(argv: list[str]) -> int:
             print(json.dumps(results["matrix"], indent=2))
         if what == "carry":
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
-            unknown = set(opts) - {"--ref", "--rounds", "--envdir"}
+            unknown = set(opts) - {"--ref", "--rounds", "--envdir", "--warmup"}
             if unknown:
                 raise SystemExit(
                     f"unknown option {sorted(unknown)}; accepted: --ref, --rounds, --envdir"
                 )
             envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
             ref = opts.get("--ref") or before_carrying()
-            results["carry"] = bench_carry(Path(tmp), ref, int(opts.get("--rounds", "1")), envdir)
+            rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
+            results["carry"] = bench_carry(Path(tmp), ref, rounds, envdir, warmup)
             print(
                 json.dumps(
                     {k: v for k, v in results["carry"].items() if "durations" not in k}, indent=2
