@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.github_api import GitHub
-from harness.trigger import _REPO, _SHA
+from harness.trigger import COMMIT, REPOSITORY
 
 TOKEN_ENV = "UPSTREAM_STATUS_TOKEN"
 API_ENV = "GITHUB_API_URL"
@@ -113,9 +113,9 @@ def _cap(text: str) -> str:
 def checked(repository: str, sha: str) -> tuple[str, str]:
     """The upstream repository and SHA, validated (StatusError: the bad one, and what is taken)."""
     repository, sha = repository.strip(), sha.strip().lower()
-    if not _REPO.fullmatch(repository):
+    if not REPOSITORY.fullmatch(repository):
         raise StatusError(f"--repository: expected owner/name, got {repository!r}")
-    if not (_SHA.fullmatch(sha) and len(sha) == 40):
+    if not (COMMIT.fullmatch(sha) and len(sha) == 40):
         raise StatusError(
             f"--sha: expected the full commit SHA (40 hex digits: a status belongs to one"
             f" exact commit), got {sha!r}"

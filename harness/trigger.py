@@ -22,8 +22,9 @@ import sys
 # a requirement's version specifier or URL part: never a candidate of its own
 _CONTINUES = re.compile(r"^(?:[<>=!~]=?|===|@|;)")
 _OPEN = re.compile(r"(?:[<>=!~]=?|===|@|;)$")
-_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9_.-]{1,100}$")
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+# what a GitHub repository's owner/name and a commit id look like (harness/commit_status.py too)
+REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9_.-]{1,100}$")
+COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 class TriggerError(ValueError):
@@ -98,11 +99,11 @@ def judged_line(repository: str, number: str, sha: str, server: str) -> str:
     repository, number, sha = repository.strip(), number.strip(), sha.strip().lower()
     if not (repository or number or sha):
         return ""
-    if not _REPO.match(repository):
+    if not REPOSITORY.match(repository):
         raise TriggerError(f"pr.repository: expected owner/name, got {repository!r}")
     if not number.isdigit() or int(number) <= 0:
         raise TriggerError(f"pr.number: expected a pull-request number, got {number!r}")
-    if sha and not _SHA.match(sha):
+    if sha and not COMMIT.match(sha):
         raise TriggerError(f"pr.sha: expected 7-40 hex digits, got {sha!r}")
     url = f"{server.rstrip('/')}/{repository}/pull/{number}"
     at = f" at `{sha[:12]}`" if sha else ""
