@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests import profiles
+from tests import caches, profiles
 
 profiles.load()
 
@@ -138,11 +138,7 @@ _SEEN: list[tuple[int, int]] = [(-1, -1)]  # (len(sys.modules), id of compat) wh
 def _compat_modules() -> list[Any]:
     now = (len(sys.modules), id(sys.modules.get("compat")))
     if now != _SEEN[0]:  # a module was imported or removed, or compat replaced: look again
-        _COMPAT_MODULES[:] = [
-            module
-            for name, module in list(sys.modules.items())
-            if name == "compat" or name.startswith("compat.")
-        ]
+        _COMPAT_MODULES[:] = caches.compat_modules().values()
         _SEEN[0] = now
     return _COMPAT_MODULES
 
@@ -154,10 +150,7 @@ def _cold_compat_caches() -> None:
     testing needs it too: with warm caches a mutant in a cached path runs in no test at all.
     compat's modules are looked up again only when sys.modules changed size (scanning its
     thousands of entries before each test cost ~4 s of a cell)."""
-    for module in _compat_modules():
-        for attr, value in vars(module).items():
-            if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
-                value.clear()
+    caches.clear(_compat_modules())
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from tests import oracle, strategies
+from tests import caches, oracle, strategies
 
 Outcome = tuple[Any, ...]
 # A tensor larger than this (bytes of elements) is compared by its geometry and its storage's
@@ -60,24 +60,20 @@ _ENUMERABLE = 1 << 20
 # --- two copies of compat ------------------------------------------------------------------------
 
 
-def _compat_modules() -> dict[str, ModuleType]:
-    return {k: m for k, m in sys.modules.items() if k == "compat" or k.startswith("compat.")}
-
-
 def load_copy(folder: Path) -> dict[str, ModuleType]:
     """Import the ``compat`` package under ``folder`` and return its modules by name, leaving
     ``sys.modules`` as it was (the copy keeps its own module objects: compat never imports
     itself inside a function)."""
-    saved = _compat_modules()
+    saved = caches.compat_modules()
     for name in saved:
         del sys.modules[name]
     sys.path.insert(0, str(folder))
     try:
         importlib.import_module("compat")
-        loaded = _compat_modules()
+        loaded = caches.compat_modules()
     finally:
         sys.path.remove(str(folder))
-        for name in _compat_modules():
+        for name in caches.compat_modules():
             del sys.modules[name]
         sys.modules.update(saved)
     origin = Path(loaded["compat"].__file__ or "").resolve()
@@ -88,10 +84,7 @@ def load_copy(folder: Path) -> dict[str, ModuleType]:
 
 def cold(modules: Mapping[str, ModuleType]) -> None:
     """Empty compat's memo caches (module dicts named ``_*_cache``)."""
-    for module in modules.values():
-        for attr, value in vars(module).items():
-            if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
-                value.clear()
+    caches.clear(modules.values())
 
 
 # --- outcomes ------------------------------------------------------------------------------------
