@@ -27,10 +27,11 @@ runs :func:`check` over a run's records.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from harness.spec import Cell, Matrix
 from harness.status import RAN_STATUSES
 
 BLOCKED_DIR = "independent"  # the source cell's sub-folder for the TorchAO-blocked run
-SELECT_FILE = "dependent.txt"  # the node ids a cell runs when it carries the rest
+DESELECT_FILE = "carried.txt"  # the node ids a cell leaves out because it carries them
 BLOCK_MARK = "is blocked in this run"  # in harness/probe.py's Blocked message
 
 
@@ -64,7 +65,6 @@ class Role:
     full: bool = False
     made: Source | None = None  # set by the source cell once its blocked run is judged
     refused: str = ""  # why carrying is off for the group, set by the source cell
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def key(matrix: Matrix, cell: Cell) -> tuple[Any, ...] | None:
@@ -74,7 +74,7 @@ def key(matrix: Matrix, cell: Cell) -> tuple[Any, ...] | None:
     if "torchao" not in matrix.carry or cell.group:
         return None
     reqs = tuple(matrix.requirements_for(cell))
-    return (cell.python, cell.torch.pin, cell.backend.name, reqs, tuple(cell.torch.extra))
+    return (cell.python, cell.torch.pin, cell.backend.name, reqs)
 
 
 def varying_patterns(matrix: Matrix, cells: Sequence[Cell]) -> tuple[str, ...]:
@@ -128,11 +128,8 @@ def keep(log: evidence.TestLog, nodeids: set[str]) -> evidence.TestLog:
     def only(d: Mapping[str, Any]) -> dict[str, Any]:
         return {n: v for n, v in d.items() if n in nodeids}
 
-    return evidence.TestLog(
-        present=log.present,
-        started=log.started,
-        exitstatus=log.exitstatus,
-        finish_is_last=log.finish_is_last,
+    return dataclasses.replace(
+        log,
         outcomes=only(log.outcomes),
         reruns=only(log.reruns),
         messages=only(log.messages),
@@ -144,23 +141,16 @@ def keep(log: evidence.TestLog, nodeids: set[str]) -> evidence.TestLog:
 
 
 def merge(run: evidence.TestLog, carried: evidence.TestLog) -> evidence.TestLog:
-    """One log of a cell's tests: those it ran and those carried (a test it ran wins)."""
-
-    def both(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-        return {**b, **a}
-
-    return evidence.TestLog(
-        present=run.present,
-        started=run.started,
-        exitstatus=run.exitstatus,
-        finish_is_last=run.finish_is_last,
-        outcomes=both(run.outcomes, carried.outcomes),
-        reruns=both(run.reruns, carried.reruns),
-        messages=both(run.messages, carried.messages),
-        skips=both(run.skips, carried.skips),
-        unfinished=run.unfinished,
-        trackers=both(run.trackers, carried.trackers),
-        budget_cuts=both(run.budget_cuts, carried.budget_cuts),
+    """One log of a cell's tests: those it ran and those carried (a test it ran wins); the
+    session's own facts are the run's."""
+    return dataclasses.replace(
+        run,
+        outcomes={**carried.outcomes, **run.outcomes},
+        reruns={**carried.reruns, **run.reruns},
+        messages={**carried.messages, **run.messages},
+        skips={**carried.skips, **run.skips},
+        trackers={**carried.trackers, **run.trackers},
+        budget_cuts={**carried.budget_cuts, **run.budget_cuts},
     )
 
 
@@ -174,7 +164,7 @@ def judge(
     """The cell's status from its run's verdict and all its tests, carried ones included: a
     run that ended cleanly (passed or failed; no tests when every test was carried) is judged
     again on the merged outcomes."""
-    clean = ("passed", "failed", "no-tests") if asked_for_none else ("passed", "failed")
+    clean = (*RAN_STATUSES, "no-tests") if asked_for_none else RAN_STATUSES
     if verdict.status not in clean:
         return verdict
     return evidence.outcome_verdict(merged.counts(), stale)

@@ -493,8 +493,8 @@ def run_cell(
     carried = evidence.TestLog()
     if role is not None and source is not None and not role.full:
         independent = sorted(source.log.outcomes)
-        (outdir / carry.SELECT_FILE).write_text("".join(f"{n}\n" for n in independent))
-        probe += ["--deselect", str(outdir / carry.SELECT_FILE)]
+        (outdir / carry.DESELECT_FILE).write_text("".join(f"{n}\n" for n in independent))
+        probe += ["--deselect", str(outdir / carry.DESELECT_FILE)]
         carried = source.log
     ran = run([*probe, "--out", str(facts_file), "--", *plan.pytest_args], env)
     result.exit_status = ran.returncode
@@ -513,20 +513,21 @@ def run_cell(
     test_log = carry.merge(own_log, carried)
     _take_tests(result, test_log)
     result.scenarios = scenario_outcomes(scenarios_file, test_log)
+    stale = evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else []
     verdict = evidence.classify(
         ran,
         facts,
         own_log,
         evidence.read_junit(outdir / "junit.xml"),
         timeout_s=cell.timeout_s,
-        stale=evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else (),
+        stale=stale,
         stop_signal=stop.signal if stop else None,
         tampered=tampered,
     )
     if verdict.status == "skipped" and facts is not None:
         return finish("skipped", backends.torch_lacks(cell.backend, facts.get("backend_error")))
     if role is not None:
-        verdict = _carry_record(role, source, result, carried, verdict, test_log, plan.xfails)
+        verdict = _carry_record(role, source, result, carried, verdict, test_log, stale)
         if source is not None and outdir.is_dir():
             carry.write_drift(outdir / "drift.json", source.drift)
     return finish(verdict.status, verdict.reason, ran.output)
@@ -587,7 +588,7 @@ def _carry_record(
     carried: evidence.TestLog,
     verdict: evidence.Verdict,
     merged: evidence.TestLog,
-    xfails: list[dict[str, Any]],
+    stale: Sequence[str],
 ) -> evidence.Verdict:
     """Record the cell's part in carrying and its verdict on all its tests."""
     if source is None:
@@ -609,7 +610,6 @@ def _carry_record(
         "run": len(merged.outcomes) - len(result.carried),
         "carried": len(result.carried),
     }
-    stale = evidence.stale_patterns(xfails, merged)
     return carry.judge(verdict, merged, stale, asked_for_none=not source.dependent)
 
 
