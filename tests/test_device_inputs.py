@@ -1,7 +1,7 @@
 """compat.device's refusals of values that look like devices, with their whole message.
 
-Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed: a value
-refused by its type must be refused for the right reason, and say it.
+A value refused by its type must be refused for the right reason, and say it: each case checks
+the whole message, so a check that refuses for another reason (or accepts) fails here.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@ component and saved region is built on, judged against brute force.
 
 ``runs`` must return exactly the connected components of "the half-open intervals intersect" that
 hold two intervals or more, in order of their first start and each in start order (ties by
-index); ``UnionFind`` must keep the smallest index of each set as its root. Written against the
-mutants of the full mutation run at ``a8a9c52`` that no test killed (a lone interval returned as
-a run of one, at a break between runs and at the end).
+index); ``UnionFind`` must keep the smallest index of each set as its root. A lone interval
+returned as a run of one (at a break between runs, and at the end) fails here.
 """
 
 from __future__ import annotations

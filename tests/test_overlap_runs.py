@@ -3,10 +3,9 @@
 ``compat.find_overlapping_tensors`` decides a strided (non-dense) view against each chained run
 of dense views by a range test: the run just before the view, one the view only straddles, and
 one whose bytes fall between the view's; dense views keyed out of start order; and strided views
-of two shapes (two families) that meet across families. Written against the mutants of the full
-mutation run at ``a8a9c52`` that no test killed (a run before the view taken as touching it, a
-range test of the wrong width or step, runs built in key order, a run's start taken from its
-second view, cross-family pairs skipped).
+of two shapes (two families) that meet across families. Each case fails if a run before the view
+is taken as touching it, the range test has the wrong width or step, runs are built in key order,
+a run's start is taken from its second view, or cross-family pairs are skipped.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """How ``compat.dedup_for_save`` plans what it writes, pinned on small hand-built cases.
 
-Written against the mutants of the full mutation run at ``a8a9c52`` that no test killed: the
-property tests check that every name round-trips, which many plans satisfy; these check the plan
-itself. Identical plain aliases are one saved tensor and an alias entry (no base); regions of
+The property tests check that every name round-trips, which many plans satisfy; these check
+the plan itself. Identical plain aliases are one saved tensor and an alias entry (no base); regions of
 bytes that touch share one synthetic base, and separate ones are numbered from 0; a synthetic base
 over one storage is a view of it, not a copy; a base's pad is the one that aligns every member;
 storages imported separately from one misaligned buffer are refused with the whole message; and

@@ -4,8 +4,7 @@ fake tensors and values compat cannot reason about.
 An inner tensor takes the same road as a plain value would (its storage, its address, whether its
 memory was imported), so two wrappers over one buffer imported twice are one storage group; a
 fake tensor is never asked for its data pointer (torch warns, and will refuse); every refusal
-names the key (and the path inside a wrapper) and says what is accepted, in full. Written against
-the mutants of the full mutation run at ``a8a9c52`` that no test killed.
+names the key (and the path inside a wrapper) and says what is accepted, in full.
 """
 
 from __future__ import annotations
