@@ -9,7 +9,8 @@ nox -s matrix                 the main job: every runnable core cell, then the r
 nox -s matrix -- --tier extended --backend cpu
 nox -s tests-torch2.5-cpu     torch 2.5 with every TorchAO version, in one venv
 nox -s tests-torch2.5-ao0.7-cpu   one cell
-nox -t torch2.5 / -t cpu / -t ao0.7   pick by axis (tags)
+nox -s tests-torch2.5-py3.12-cpu   the same on Python 3.12 (the default Python's names have none)
+nox -t torch2.5 / -t cpu / -t ao0.7 / -t py3.12   pick by axis (tags)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import paths, run, runner, spec, verdict
+from harness import interpreters, paths, run, runner, spec, verdict
 from harness.cell import CellResult, summary_line
 from harness.procs import Stop
 from harness.spec import Cell
@@ -40,6 +41,11 @@ nox.options.sessions = ["lint", "tests"]
 # throwaway project in the harness's own tests (its tests/ and requirements/ beside its toml)
 MATRIX = spec.load(paths.matrix_path())
 REPORTS = paths.reports_path()
+# the axis's Pythons, found where they are (pyenv's versions, $COMPAT_MATRIX_PYTHONS, uv) and
+# linked as pythonX.Y at the front of PATH: nox and uv stop at a pyenv shim that fails
+interpreters.expose(
+    interpreters.find(MATRIX.python, uv=shutil.which("uv")), paths.ROOT / ".nox" / ".pythons"
+)
 HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
 # CI's cell jobs get the gate's upstream candidates here (workflow inputs reach scripts only
 # through env:); the matrix, gate and baseline sessions pass them to the runner directly.
@@ -90,7 +96,7 @@ def _group_session(name: str, cells: list[Cell]) -> None:
     @nox.session(
         name=name,
         python=first.python,
-        tags=["matrix", first.tier, axis, first.backend.name],
+        tags=["matrix", first.tier, axis, first.backend.name, f"py{first.python}"],
         default=False,
         allow_parallel=True,  # one venv per group: groups never share files
     )
@@ -110,7 +116,7 @@ def _cell_session(cell: Cell) -> None:
     @nox.session(
         name=runner.cell_name(cell),
         python=cell.python,
-        tags=["cell", *tags],
+        tags=["cell", *tags, f"py{cell.python}"],
         default=False,
     )
     def one(session: nox.Session) -> None:

@@ -83,7 +83,9 @@ def varying_patterns(matrix: Matrix, cells: Sequence[Cell]) -> tuple[str, ...]:
     sets: list[set[str]] = [
         {
             p
-            for x in matrix.xfails_for(c.torch.label, c.torchao.label, c.backend.name)
+            for x in matrix.xfails_for(
+                c.torch.label, c.torchao.label, c.backend.name, None, c.python
+            )
             for p in x.tests
         }
         for c in cells

@@ -322,7 +322,9 @@ def plan_for(
 ) -> CellPlan:
     outdir = paths.cell_dir(reports, cell.id)
     requirements = [str(matrix.root / r) for r in matrix.requirements_for(cell)]
-    found = matrix.xfails_for(cell.torch.label, cell.torchao.label, cell.backend.name, cell.group)
+    found = matrix.xfails_for(
+        cell.torch.label, cell.torchao.label, cell.backend.name, cell.group, cell.python
+    )
     xfails = [x.as_record() for x in found]
     tests, ignore = matrix.test_paths(cell)
     return CellPlan(

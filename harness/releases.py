@@ -35,7 +35,12 @@ LIST_TIMEOUT_S = 300
 
 
 class ReleaseError(ValueError):
-    """The index cannot answer for this package: it is unknown, or the listing failed."""
+    """The index cannot answer for this package: it is unknown, or the listing failed.
+    ``empty``: the listing worked and found no release the target can install."""
+
+    def __init__(self, message: str, *, empty: bool = False) -> None:
+        super().__init__(message)
+        self.empty = empty
 
 
 @dataclass(frozen=True)
@@ -125,12 +130,13 @@ def list_releases(
         if any("No matching distribution found" in line for line in errors):
             raise ReleaseError(
                 f"unknown package {package!r}: the configured index has no release of it that "
-                f"Python at {python} can install"
+                f"Python at {python} can install",
+                empty=True,
             )
         detail = "\n".join(errors[-5:])
         raise ReleaseError(f"listing the releases of {package!r} failed:\n{detail}")
     releases = parse_listing(package, done.stdout, pre=pre)
     if not releases.versions:
         kind = "release" if pre else "final release (pre-releases need --pre)"
-        raise ReleaseError(f"package {package!r} has no {kind} on the configured index")
+        raise ReleaseError(f"package {package!r} has no {kind} on the configured index", empty=True)
     return releases

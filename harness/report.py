@@ -52,8 +52,25 @@ def load_cells(reports: Path, want: verdict.Expected) -> list[dict[str, Any]]:
     return cells
 
 
+def _named_python(cell: dict[str, Any]) -> str | None:
+    """The cell's Python where its id names it (not the default Python), else None."""
+    python = cell.get("python")
+    return python if python and f"-py{python}-" in str(cell["id"]) else None
+
+
 def _by_version(cells: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(cells, key=lambda c: (label_key(c["torch"]), label_key(c["torchao"])))
+    """Torch, then the default Python's cells before each other Python's, then TorchAO."""
+
+    def key(c: dict[str, Any]) -> tuple[Any, ...]:
+        py = _named_python(c)
+        return (
+            label_key(c["torch"]),
+            py is not None,
+            label_key(py or "0.0"),
+            label_key(c["torchao"]),
+        )
+
+    return sorted(cells, key=key)
 
 
 def _backend_order(names: Iterable[str]) -> list[str]:
@@ -61,9 +78,12 @@ def _backend_order(names: Iterable[str]) -> list[str]:
 
 
 def _row(cell: dict[str, Any]) -> str:
-    """A grid row: the torch label; an installed cell's own row says so (harness/installed.py)."""
+    """A grid row: the torch label, then the Python where it is not the default one (a row of
+    its own under its torch's); an installed cell's own row says so (harness/installed.py)."""
     where = cell.get("environment", {}).get("label")
-    return f"{cell['torch']} ({where})" if where else str(cell["torch"])
+    py = _named_python(cell)
+    row = f"{cell['torch']} · Python {py}" if py else str(cell["torch"])
+    return f"{row} ({where})" if where else row
 
 
 def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -129,6 +149,7 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
         "order": [cell["id"] for cell in cells],
         "grids": grid_list,
         "absent": absent,
+        "not_published": list(run.get("not_published", [])),
         "controls": controls(cells),
         "drift": [],  # filled by the sections below
         "downstream": [],

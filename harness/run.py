@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import backends, paths, runner
+from harness import backends, interpreters, paths, runner
 from harness.cell import CellResult, harness_error, record
 from harness.procs import Echo, Stop
 from harness.spec import Cell, Matrix
@@ -43,9 +43,16 @@ class Selection:
     backends: tuple[str, ...]  # the --backend filter; empty: every backend
     cells: tuple[Cell, ...]
     absent: dict[str, str] = field(default_factory=dict)  # backend -> why the runner lacks it
+    interpreters: dict[str, str] = field(default_factory=dict)  # Python -> its interpreter
+    missing: dict[str, str] = field(default_factory=dict)  # Python -> why it was not found
+    not_published: tuple[dict[str, str], ...] = ()  # combinations without a wheel (shown)
+
+    def skip_reason(self, cell: Cell) -> str | None:
+        """Why ``cell`` is recorded as skipped without running: its backend or Python is absent."""
+        return self.absent.get(cell.backend.name) or self.missing.get(cell.python)
 
     def groups(self) -> dict[str, list[Cell]]:
-        return runner.group_cells([c for c in self.cells if c.backend.name not in self.absent])
+        return runner.group_cells([c for c in self.cells if self.skip_reason(c) is None])
 
 
 def select(
@@ -65,12 +72,28 @@ def select(
         and (not patterns or any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
     ]
     absent: dict[str, str] = {}
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}
     if probe_host:
         for backend in {c.backend.name: c.backend for c in cells}.values():
             reason = backends.host_lacks(backend)
             if reason:
                 absent[backend.name] = reason
-    return Selection(tuple(tiers), tuple(only), tuple(cells), absent)
+        wanted = list(dict.fromkeys(c.python for c in cells))
+        for python, path in interpreters.find(wanted, uv=_uv_or_none()).items():
+            if path is None:
+                missing[python] = interpreters.missing_reason(python)
+            else:
+                found[python] = str(path)
+    shown = tuple(matrix.not_published(tiers))  # alike on every backend
+    return Selection(tuple(tiers), tuple(only), tuple(cells), absent, found, missing, shown)
+
+
+def _uv_or_none() -> str | None:
+    try:
+        return runner.uv_bin()
+    except RuntimeError:
+        return None
 
 
 def cell_entry(cell: Cell) -> dict[str, Any]:
@@ -98,6 +121,8 @@ def manifest(
         "tiers": list(selection.tiers),
         "backends": list(selection.backends),
         "absent": dict(selection.absent),
+        "missing_pythons": dict(selection.missing),
+        "not_published": list(selection.not_published),
         "candidates": list(candidates),
         "cells": [cell_entry(c) for c in selection.cells],
     }
@@ -110,15 +135,16 @@ def write_manifest(reports: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def ensure_venv(uv: str, python: str, path: Path) -> Path:
-    """A venv of Python ``python`` at ``path`` (kept if it already is one), its interpreter."""
+def ensure_venv(uv: str, python: str, path: Path, version: str | None = None) -> Path:
+    """A venv of ``python`` (a version, or an interpreter's path whose version is ``version``)
+    at ``path`` (kept if it already is one of that version), its interpreter."""
     path = path.absolute()
     interpreter = path / "bin" / "python"
     cfg = path / "pyvenv.cfg"
     if interpreter.exists() and cfg.exists():
         pairs = (line.split("=", 1) for line in cfg.read_text().splitlines() if "=" in line)
         info = {key.strip(): value.strip() for key, value in pairs}
-        if info.get("version_info", "").startswith(f"{python}."):
+        if info.get("version_info", "").startswith(f"{version or python}."):
             return interpreter
     subprocess.run(
         [uv, "venv", "--quiet", "--clear", "--python", python, str(path)],
@@ -173,15 +199,16 @@ def run_matrix(
     shutil.rmtree(paths.cells_dir(reports), ignore_errors=True)
     write_manifest(reports, manifest(selection, "running", candidates=candidates))
     results: list[CellResult] = [
-        record(cell, "skipped", selection.absent[cell.backend.name], reports)
+        record(cell, "skipped", reason, reports)
         for cell in selection.cells
-        if cell.backend.name in selection.absent
+        if (reason := selection.skip_reason(cell)) is not None
     ]
 
     def group(name: str, cells: list[Cell]) -> list[CellResult]:
         out = echo if echo is None or jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
         try:
-            python = ensure_venv(uv, cells[0].python, envdir / f"matrix-{name}")
+            wanted = selection.interpreters.get(cells[0].python, cells[0].python)
+            python = ensure_venv(uv, wanted, envdir / f"matrix-{name}", cells[0].python)
         except (OSError, subprocess.CalledProcessError) as exc:
             return [harness_error(cell, exc, reports) for cell in cells]
         return runner.run_cells(

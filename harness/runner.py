@@ -42,16 +42,18 @@ def uv_bin() -> str:
 
 
 def group_name(cell: Cell) -> str:
-    """Session name of the venv-sharing group: tests-torch2.5-cpu (py prefix if several).
+    """Session name of the venv-sharing group: tests-torch2.5-cpu, and on a Python other than
+    the default one tests-torch2.5-py3.12-cpu.
 
-    A core torch's cells with an extended-tier TorchAO form their own group
-    (tests-torch2.6-extended-cpu), so that the core group never runs extended cells; so do a
-    downstream group's cells (tests-torch2.5-ds2024.12-cpu), which install its libraries."""
-    py = f"py{cell.python}-" if cell.multi_python else ""
+    A core torch's cells of the extended tier (a newer TorchAO, or a Python that is not one of
+    its corners) form their own group (tests-torch2.6-extended-cpu), so that the core group
+    never runs extended cells; so do a downstream group's cells (tests-torch2.5-ds2024.12-cpu),
+    which install its libraries."""
+    py = f"-py{cell.python}" if cell.named_python else ""
     ext = "-extended" if cell.tier != cell.torch.tier else ""
     if cell.group:
         ext = f"-ds{cell.group}"  # a downstream group's cells share a venv of their own
-    return f"tests-{py}torch{cell.torch.label}{ext}-{cell.backend.name}"
+    return f"tests-torch{cell.torch.label}{py}{ext}-{cell.backend.name}"
 
 
 def cell_name(cell: Cell) -> str:

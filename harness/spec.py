@@ -21,6 +21,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from harness import wheels
 from harness.paths import DEFAULT_MATRIX
 
 try:
@@ -112,11 +113,20 @@ class Selector:
     torchao: tuple[str, ...] = ()
     backend: tuple[str, ...] = ()
     downstream: tuple[str, ...] = ()
+    python: tuple[str, ...] = ()
 
     def matches(
-        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+        self,
+        torch: str,
+        torchao: str,
+        backend: str,
+        downstream: str | None = None,
+        python: str | None = None,
     ) -> bool:
+        """``python`` None: any Python (a caller that does not know it, e.g. validation)."""
         if self.downstream and downstream not in self.downstream:
+            return False
+        if self.python and python is not None and python not in self.python:
             return False
         return all(
             not allowed or value in allowed
@@ -174,14 +184,15 @@ class Cell:
     torchao: Version_
     backend: Backend
     timeout_s: int
-    multi_python: bool = False
+    named_python: bool = False  # not the default Python: the id names it
     downstream: Downstream | None = None  # a downstream cell: the group it installs
+    corner: bool = True  # a non-default Python's cell in its torch's tier (else: extended)
 
     @property
     def id(self) -> str:
         group = f"ds{self.downstream.name}-" if self.downstream else ""
-        base = f"torch{self.torch.label}-ao{self.torchao.label}-{group}{self.backend.name}"
-        return f"py{self.python}-{base}" if self.multi_python else base
+        py = f"py{self.python}-" if self.named_python else ""
+        return f"torch{self.torch.label}-ao{self.torchao.label}-{group}{py}{self.backend.name}"
 
     @property
     def group(self) -> str | None:
@@ -192,7 +203,9 @@ class Cell:
     def tier(self) -> str:
         if self.downstream:
             return "downstream"
-        return "extended" if "extended" in (self.torch.tier, self.torchao.tier) else "core"
+        if not self.corner or "extended" in (self.torch.tier, self.torchao.tier):
+            return "extended"
+        return "core"
 
     def requirements(self) -> list[str]:
         """The pins installed into the cell, torch first (a downstream cell: then torchvision
@@ -213,7 +226,7 @@ class Cell:
 @dataclass(frozen=True)
 class Matrix:
     path: Path
-    python: tuple[str, ...]
+    python: tuple[str, ...]  # the Python axis, the default Python first
     cell_timeout_s: int
     default_cell: tuple[str, str, str]
     test_requirements: tuple[str, ...]
@@ -230,6 +243,67 @@ class Matrix:
     carry: tuple[
         str, ...
     ] = ()  # axes whose cells carry the verdicts of the tests independent of them
+    published: wheels.Published | None = None  # wheels.toml; None: every Python of the axis
+
+    @property
+    def default_python(self) -> str:
+        return self.python[0]
+
+    def ships(self, python: str, torch: Version_, torchao: Version_) -> bool:
+        """Whether both releases were published for ``python`` (wheels.toml)."""
+        if self.published is None:
+            return True
+        return self.published.ships("torch", torch.pin, python) and self.published.ships(
+            "torchao", torchao.pin, python
+        )
+
+    def not_published(self, tiers: Iterable[str] = ("core",)) -> list[dict[str, str]]:
+        """The combinations of ``tiers``' torch and TorchAO pairs with a Python of the axis that
+        have no wheel, each with the release that lacks it (shown by the report, never run)."""
+        wanted, out = set(tiers), []
+        for t in self.torch:
+            for a in self.torchao:
+                tier = "extended" if "extended" in (t.tier, a.tier) else "core"
+                if not paired(t, a) or not wanted & {tier, "extended"}:
+                    continue
+                for py in self.python:
+                    if self.published is None or self.ships(py, t, a):
+                        continue
+                    lacking = [
+                        f"{dist} {v.pin}"
+                        for dist, v in (("torch", t), ("torchao", a))
+                        if not self.published.ships(dist, v.pin, py)
+                    ]
+                    out.append(
+                        {
+                            "python": py,
+                            "torch": t.label,
+                            "torchao": a.label,
+                            "lacking": " and ".join(lacking),
+                        }
+                    )
+        return out
+
+    def corners(self, torch: Version_) -> dict[str, Version_]:
+        """A torch's corner cells: its oldest and newest published Python other than the default
+        one, each with the newest TorchAO of the torch's tier published for it."""
+        pythons = [
+            py
+            for py in sorted(self.python, key=lambda p: int(p.split(".")[1]))
+            if any(paired(torch, a) and self.ships(py, torch, a) for a in self.torchao)
+        ]
+        out: dict[str, Version_] = {}
+        for py in {pythons[0], pythons[-1]} if pythons else ():
+            if py == self.default_python:
+                continue
+            same_tier = [
+                a
+                for a in self.torchao
+                if paired(torch, a) and a.tier == torch.tier and self.ships(py, torch, a)
+            ]
+            if same_tier:
+                out[py] = max(same_tier, key=lambda a: label_key(a.label))
+        return out
 
     @property
     def root(self) -> Path:
@@ -260,11 +334,10 @@ class Matrix:
         """Every cell not excluded, in matrix.toml order (the downstream tier's after the
         others), filtered by the given axis values."""
         wanted = set(tiers)
-        multi = len(self.python) > 1
         groups: list[Downstream | None] = [None, *self.downstream]
         out = []
         for group in groups:
-            for cell in self._cells_of(group, multi):
+            for cell in self._cells_of(group):
                 if cell.tier not in wanted or self.excluded(cell) is not None:
                     continue
                 if any(
@@ -280,44 +353,68 @@ class Matrix:
                 out.append(cell)
         return out
 
-    def _cells_of(self, group: Downstream | None, multi: bool) -> Iterable[Cell]:
+    def _cells_of(self, group: Downstream | None) -> Iterable[Cell]:
         """Compat's own cells (``group`` None), or one downstream group's: each torch it lists
-        with each TorchAO paired with that torch and of that torch's tier."""
+        with each TorchAO paired with that torch and of that torch's tier. On the default
+        Python every pair; on another Python (compat's own cells only) every published pair,
+        the torch's corners in its tier and the rest extended."""
         for py in self.python:
+            named = py != self.default_python
+            if named and group is not None:
+                continue  # the downstream tier runs on the default Python
             for b in self.backends.values():
                 for t in self.torch:
                     if group is not None and t.label not in group.torch:
                         continue
+                    corners = self.corners(t) if named else {}
                     for a in self.torchao:
                         if not paired(t, a) or (group is not None and a.tier != t.tier):
                             continue
-                        yield Cell(py, t, a, b, self.cell_timeout_s, multi, group)
+                        if not self.ships(py, t, a):
+                            continue  # not published: Matrix.not_published shows it
+                        corner = not named or corners.get(py) == a
+                        yield Cell(py, t, a, b, self.cell_timeout_s, named, group, corner)
 
     def excluded(self, cell: Cell) -> Exclusion | None:
-        axes = (cell.torch.label, cell.torchao.label, cell.backend.name, cell.group)
+        axes = (cell.torch.label, cell.torchao.label, cell.backend.name, cell.group, cell.python)
         for exclusion in self.exclusions:
             if exclusion.where.matches(*axes):
                 return exclusion
         return None
 
     def xfails_for(
-        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+        self,
+        torch: str,
+        torchao: str,
+        backend: str,
+        downstream: str | None = None,
+        python: str | None = None,
     ) -> list[ExpectedFailure]:
-        """The expected failures of a cell. A downstream cell runs the downstream tests only, so
-        it takes the entries that name its group, and every other cell those that name none."""
+        """The expected failures of a cell (``python`` None: the default Python). A downstream
+        cell runs the downstream tests only, so it takes the entries that name its group, and
+        every other cell those that name none."""
+        py = python or self.default_python
         return [
             x
             for x in self.xfails
             if bool(x.where.downstream) == (downstream is not None)
-            and x.where.matches(torch, torchao, backend, downstream)
+            and x.where.matches(torch, torchao, backend, downstream, py)
         ]
 
     def find_cell(
-        self, torch: str, torchao: str, backend: str, downstream: str | None = None
+        self,
+        torch: str,
+        torchao: str,
+        backend: str,
+        downstream: str | None = None,
+        python: str | None = None,
     ) -> Cell | None:
         """The cell of these axis values: compat's own (``downstream`` None) or a downstream
-        group's."""
-        for cell in self.cells(tiers=TIERS, torch=torch, torchao=torchao, backend=backend):
+        group's, on ``python`` (None: the default Python)."""
+        py = python or self.default_python
+        for cell in self.cells(
+            tiers=TIERS, torch=torch, torchao=torchao, backend=backend, python=py
+        ):
             if cell.group == downstream:
                 return cell
         return None
@@ -623,6 +720,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         doc.get("run"),
         (
             "python",
+            "default_python",
             "cell_timeout_s",
             "default_cell",
             "test_requirements",
@@ -641,6 +739,23 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
             raise run.fail(f"python[{i}]", "must look like '3.11'", py)
     if len(set(python)) != len(python):
         raise run.fail("python", "has a duplicate version", python)
+    default_python = run.get("default_python", str, python[0])
+    if default_python not in python:
+        raise run.fail("default_python", f"must be one of {list(python)}", default_python)
+    python = (default_python, *(p for p in python if p != default_python))
+    published = None
+    if (path.parent / wheels.FILE).exists():
+        try:
+            published = wheels.load(path.parent / wheels.FILE)
+        except wheels.WheelsError as exc:
+            raise MatrixSpecError(path, "run.python", str(exc)) from None
+    elif len(python) > 1:
+        raise run.fail(
+            "python",
+            f"names several Pythons but {path.parent / wheels.FILE} is missing: run "
+            "`python -m harness.wheels --write`",
+            list(python),
+        )
     timeout = run.get("cell_timeout_s", int)
     if timeout <= 0:
         raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
@@ -663,6 +778,13 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
 
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
+    for dist, versions in (("torch", torch), ("torchao", torchao)):
+        for v in versions:
+            try:  # every pin has its entry: a release added since wheels.toml was written
+                if published is not None:
+                    published.ships(dist, v.pin, default_python)
+            except wheels.WheelsError as exc:
+                raise MatrixSpecError(path, f"{dist} {v.label}", str(exc)) from None
     backends = _backends(path, doc)
     downstream = _downstream(path, doc, torch)
     labels = [t.label for t in torch]
@@ -685,7 +807,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         "torchao": [v.label for v in torchao],
         "backend": list(backends),
     }
-    selectable = {**axes, "downstream": [g.name for g in downstream]}
+    selectable = {**axes, "downstream": [g.name for g in downstream], "python": list(python)}
 
     d = _Reader(path, "run.default_cell", run.get("default_cell", dict), axes)
     for axis, known in axes.items():
@@ -759,6 +881,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         downstream,
         downstream_tests,
         carry,
+        published,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

@@ -56,8 +56,11 @@ def _current_cell() -> dict[str, Any]:
     matrix = spec.load()
     torch_label, ao_label = _label(_version("torch")), _label(_version("torchao"))
     group = _installed_group(matrix)
-    found = matrix.find_cell(torch_label, ao_label, "cpu", group)
-    xfails = matrix.xfails_for(torch_label, ao_label, "cpu", group) if found else []
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if py not in matrix.python:
+        py = matrix.default_python  # a Python off the axis: judged as the default one
+    found = matrix.find_cell(torch_label, ao_label, "cpu", group, py)
+    xfails = matrix.xfails_for(torch_label, ao_label, "cpu", group, py) if found else []
     return {
         "id": found.id if found else f"local-torch{torch_label}-ao{ao_label}",
         "torch": torch_label,

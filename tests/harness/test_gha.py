@@ -71,7 +71,8 @@ def test_cpu_cells_come_first_so_gpu_cells_never_hold_every_slot() -> None:
     m = spec.load()
     emitted = gha.github_matrix(m, ["core"], ["cuda", "cpu"])["include"]
     backends = [e["backend"] for e in emitted]
-    assert backends == ["cpu"] * 12 + ["cuda"] * 12
+    assert backends == ["cpu"] * 20 + ["cuda"] * 20  # 12 pairs + 8 Python corners each
+    assert {e["python"] for e in emitted} == {"3.10", "3.11", "3.12", "3.13"}
 
 
 def test_runner_labels_are_overridable_per_backend() -> None:

@@ -47,10 +47,13 @@ def test_every_cell_and_group_is_listed(listed: list[dict[str, object]]) -> None
     names = {s["name"] for s in listed}
     for backend in matrix.backends:
         cells = matrix.cells(tiers=spec.TIERS, backend=backend)
-        assert len([c for c in cells if c.tier == "core"]) == 12
+        core = [c for c in cells if c.tier == "core"]
+        assert len(core) == 20  # 12 pairs on the default Python + 8 Python corners
+        assert len([c for c in core if not c.named_python]) == 12
         assert {f"tests-{c.id}" for c in cells} <= names
         assert {runner.group_name(c) for c in cells} <= names
     assert {"tests-torch2.5-cuda", "tests-torch2.5-ao0.7-cuda", "tests-torch2.3-cpu"} <= names
+    assert {"tests-torch2.5-py3.13-cpu", "tests-torch2.5-ao0.8-py3.10-cpu"} <= names
     assert {"matrix", "report", "tests", "lint"} <= names
 
 
@@ -60,11 +63,15 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     assert {"cell", "ao0.7"} <= by_name["tests-torch2.5-ao0.7-cuda"]
     done = nox("-l", "--json", "-t", "ao0.7")
     picked = {s["name"] for s in json.loads(done.stdout)}
-    assert picked == {
+    assert {n for n in picked if "-py3." not in n} == {
         f"tests-torch{t}-ao0.7-{b}"
         for t in ("2.3", "2.4", "2.5", "2.6")
         for b in ("cpu", "cuda", "mps", "xpu")
     }
+    done = nox("-l", "--json", "-t", "py3.13")
+    on_313 = {s["name"] for s in json.loads(done.stdout)}
+    assert "tests-torch2.6-py3.13-cpu" in on_313 and "tests-torch2.6-cpu" not in on_313
+    assert all("py3.13" in name for name in on_313)
 
 
 @pytest.mark.skipif(
