@@ -6,6 +6,10 @@
     python bench/bench_matrix.py carry [--ref REF] [--rounds N] [--envdir DIR] [--warmup 0]
                                            the warm core matrix at REF and at the working tree,
                                            side by side in one run, and where the time goes
+    python bench/bench_matrix.py python-axis [the same options] [--keep DIR]
+                                           the same, REF defaulting to the commit before the
+                                           Python axis (its corners: 8 more core cells); --keep
+                                           copies the new run's reports to DIR
 
 Cold means an empty package cache (a fresh temporary cache directory) and a new venv; warm means
 the cache that the cold run filled and, for the matrix, the venvs it left. Everything runs in
@@ -128,11 +132,12 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def before_carrying() -> str:
-    """The commit before harness/carry.py was added: the matrix without carried verdicts."""
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", "harness/carry.py").split()
+def before_adding(path: str) -> str:
+    """The commit before ``path`` was added: harness/carry.py for the matrix without carried
+    verdicts, wheels.toml for the matrix without the Python axis."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", path).split()
     if not added:
-        raise SystemExit("harness/carry.py has no commit yet: pass --ref")
+        raise SystemExit(f"{path} has no commit yet: pass --ref")
     return _git("rev-parse", f"{added[-1]}^")
 
 
@@ -155,7 +160,12 @@ def durations(reports: Path) -> dict[str, Any]:
 
 
 def bench_carry(
-    tmp: Path, ref: str, rounds: int, envdir: Path | None, warmup: bool = True
+    tmp: Path,
+    ref: str,
+    rounds: int,
+    envdir: Path | None,
+    warmup: bool = True,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Warm `nox -s matrix` (the core cpu cells) at ``ref`` and at the working tree, alternating,
     sharing one envdir and uv cache (one untimed run first builds the venvs)."""
@@ -181,8 +191,11 @@ def bench_carry(
         med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
         new_reports = tmp / "reports-new"
         summary = json.loads((new_reports / "matrix.json").read_text())["totals"]
+        if keep is not None:
+            shutil.copytree(new_reports, keep, dirs_exist_ok=True)
         return {
-            "command": "nox -s matrix -- --backend cpu (12 core cells), warm",
+            "command": "nox -s matrix -- --backend cpu (the core cpu cells), warm",
+            "cells": {"ref": _cells(tmp / "reports-ref"), "new": _cells(new_reports)},
             "ref": ref,
             "new": _git("rev-parse", "HEAD")
             + (" + working tree" if _git("status", "--short") else ""),
@@ -198,10 +211,16 @@ def bench_carry(
         _git("worktree", "remove", "--force", str(old))
 
 
+def _cells(reports: Path) -> int:
+    return len(json.loads((reports / "run.json").read_text())["cells"])
+
+
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "all"
-    if what not in ("install", "matrix", "all", "carry"):
-        raise SystemExit(f"unknown benchmark {what!r}; accepted: install, matrix, all, carry")
+    if what not in ("install", "matrix", "all", "carry", "python-axis"):
+        raise SystemExit(
+            f"unknown benchmark {what!r}; accepted: install, matrix, all, carry, python-axis"
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["machine"] = {
@@ -216,20 +235,25 @@ def main(argv: list[str]) -> int:
         if what in ("matrix", "all"):
             results["matrix"] = bench_matrix(Path(tmp))
             print(json.dumps(results["matrix"], indent=2))
-        if what == "carry":
+        if what in ("carry", "python-axis"):
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
-            unknown = set(opts) - {"--ref", "--rounds", "--envdir", "--warmup"}
-            if unknown:
+            accepted = {"--ref", "--rounds", "--envdir", "--warmup", "--keep"}
+            if set(opts) - accepted:
                 raise SystemExit(
-                    f"unknown option {sorted(unknown)}; accepted: --ref, --rounds, --envdir"
+                    f"unknown option {sorted(set(opts) - accepted)}; accepted: {sorted(accepted)}"
                 )
             envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
-            ref = opts.get("--ref") or before_carrying()
+            keep = Path(opts["--keep"]).absolute() if "--keep" in opts else None
+            added = "harness/carry.py" if what == "carry" else "wheels.toml"
+            ref = opts.get("--ref") or before_adding(added)
             rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
-            results["carry"] = bench_carry(Path(tmp), ref, rounds, envdir, warmup)
+            key = what.replace("-", "_")
+            results[key] = bench_carry(Path(tmp), ref, rounds, envdir, warmup, keep)
+            if key == "python_axis":
+                results[key]["targets"] = {"ratio_new_to_ref": "<= 1.5"}
             print(
                 json.dumps(
-                    {k: v for k, v in results["carry"].items() if "durations" not in k}, indent=2
+                    {k: v for k, v in results[key].items() if "durations" not in k}, indent=2
                 )
             )
     OUT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
