@@ -41,6 +41,7 @@ from typing import Any, TextIO
 
 from packaging.version import Version
 
+from harness import interpreters
 from harness import releases as rel
 from harness.cell import PROBE, cell_pytest_args, install_commands, run_cell, tail
 from harness.cell import CellPlan as _CellPlan
@@ -134,6 +135,19 @@ def find_cell(matrix: Matrix, cell_id: str | None) -> Cell:
         else ""
     )
     raise Refused(f"--cell {cell_id!r} is not a cell of {matrix.path.name}; cells: {shown}{more}")
+
+
+def same_python(cell: Cell, python: Path) -> None:
+    """Refuse to probe a cell in a venv of another Python: a py3.10 cell's verdicts come from
+    Python 3.10, and a probe on 3.11 would bisect a different cell."""
+    found = interpreters.version_of(python)
+    if found != cell.python:
+        raise Refused(
+            f"{cell.id} runs on Python {cell.python}, but {python} is Python {found}: "
+            f"bisect it in a Python {cell.python} venv (`python -m harness.bisection --python "
+            "VENV/bin/python ...`; `nox -s bisect` probes in the default Python's venv, for the "
+            "cells whose id names no Python)"
+        )
 
 
 # --- the search, on its own ------------------------------------------------------------------
@@ -632,6 +646,7 @@ def main(argv: Sequence[str] | None = None, *, echo: TextIO = sys.stdout) -> int
     try:
         matrix = load_matrix(args.matrix)
         cell = find_cell(matrix, args.cell)
+        same_python(cell, args.python)
         target = target_for(matrix, cell, args.python, uv=uv_bin(), reports=args.reports)
         result = bisect(request, target, echo)
     except Refused as exc:

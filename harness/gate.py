@@ -67,6 +67,7 @@ def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
             "status": cell["status"],
             "reason": cell["reason"],
             "tier": cell["tier"],
+            "python": cell["python"],
             "torch": cell["torch"],
             "torchao": cell["torchao"],
             "backend": cell["backend"],
@@ -85,6 +86,22 @@ def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "expected": want.source,
         "cells": cells,
+    }
+
+
+def keep_others(current: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """``current`` plus the cells of ``earlier`` (a baseline) it does not have, and says so: a
+    baseline re-recorded for one tier keeps the others' last verdicts, each cell from one run."""
+    if earlier.get("schema") not in READABLE_SCHEMAS:
+        raise ValueError(f"--keep: schema {earlier.get('schema')!r} is not readable")
+    kept = {cid: cell for cid, cell in earlier["cells"].items() if cid not in current["cells"]}
+    if not kept:
+        return current
+    return {
+        **current,
+        "cells": {**kept, **current["cells"]},
+        "expected": f"{current['expected']}; {len(kept)} other cells kept from the baseline of "
+        f"{earlier.get('created')} ({earlier.get('expected')})",
     }
 
 
@@ -113,6 +130,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
 
     for cid, cur in sorted(current["cells"].items()):
         base = baseline["cells"].get(cid)
+        if base is not None and base.get("python") not in (None, cur.get("python")):
+            base = None  # the same id on another Python (default_python moved): not like with like
         base_ran = base is not None and base["status"] in RAN_STATUSES
         before_cell = "absent" if base is None else base["status"]
         if cur["status"] == "skipped":
@@ -295,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--cell", action="append", default=[], help="expect the matching cells")
     default_baseline = paths.DEFAULT_REPORTS / "baseline.json"
     sub.choices["baseline"].add_argument("--out", type=Path, default=default_baseline)
+    sub.choices["baseline"].add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="an earlier baseline whose cells this run did not expect are kept (re-record a tier)",
+    )
     check = sub.choices["check"]
     check.add_argument("--baseline", type=Path, default=default_baseline)
     check.add_argument("--out", type=Path, default=None, help="default: the --from folder")
@@ -320,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     current = snapshot(args.source, want)
     if args.command == "baseline":
         out = args.out
+        if args.keep is not None:
+            current = keep_others(current, json.loads(args.keep.read_text()))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
         ran = sum(c["status"] in RAN_STATUSES for c in current["cells"].values())

@@ -116,6 +116,20 @@ def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
     return out, absent
 
 
+def not_published(entries: Iterable[dict[str, str]]) -> list[dict[str, Any]]:
+    """The manifest's combinations without a wheel, one line per torch × TorchAO and missing
+    release: the Pythons it lacks (``pythons``) beside the releases that lack them."""
+    lines: dict[tuple[str, str, str], list[str]] = {}
+    for n in entries:
+        lines.setdefault((n["torch"], n["torchao"], n["lacking"]), []).append(n["python"])
+    return [
+        {"torch": t, "torchao": a, "lacking": lacking, "pythons": sorted(pys, key=label_key)}
+        for (t, a, lacking), pys in sorted(
+            lines.items(), key=lambda kv: (label_key(kv[0][0]), label_key(kv[0][1]), kv[0][2])
+        )
+    ]
+
+
 def controls(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per backend, the negative controls: one row per cell, one column per control."""
     out = []
@@ -149,7 +163,7 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
         "order": [cell["id"] for cell in cells],
         "grids": grid_list,
         "absent": absent,
-        "not_published": list(run.get("not_published", [])),
+        "not_published": not_published(run.get("not_published", [])),
         "controls": controls(cells),
         "drift": [],  # filled by the sections below
         "downstream": [],

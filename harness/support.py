@@ -1,13 +1,17 @@
 """The support window, machine-readable: reports/support.json and the README's support table.
 
 From a run's results (the cells its manifest says should have run, each judged by
-:mod:`harness.verdict`), per Python: the torch and TorchAO releases whose cells passed there.
+:mod:`harness.verdict`), or from the baseline (``reports/baseline.json``: the last recorded run of
+each tier, the one the gate holds every run to), per Python: the torch and TorchAO releases whose
+cells passed there. A baseline cell recorded before the Python axis names no Python; it ran on
+the default one.
 Only a passed cell counts; a skipped, failed or missing one says nothing about support. The
 README's table between the ``support`` markers is rendered from the JSON, so the two never
 disagree (tests/harness/test_support.py also checks that pyproject.toml's floors are the oldest
 versions a passing cell tested).
 
-    python -m harness.support --from reports [--out reports/support.json] [--readme README.md]
+    python -m harness.support (--from reports | --baseline reports/baseline.json)
+                              [--out reports/support.json] [--readme README.md]
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from harness import paths, verdict
+from harness import paths, spec, verdict
 
 SCHEMA = 1
 BEGIN, END = "<!-- support:begin -->", "<!-- support:end -->"
@@ -46,14 +50,18 @@ def _pin(cell: Mapping[str, Any], dist: str) -> str | None:
     return None
 
 
-def collect(cells: Iterable[Mapping[str, Any]], run: Mapping[str, Any]) -> dict[str, Any]:
+def collect(
+    cells: Iterable[Mapping[str, Any]], run: Mapping[str, Any], default_python: str | None = None
+) -> dict[str, Any]:
     """support.json's document from judged cells (compat's own; downstream cells name their
-    libraries in the downstream report instead)."""
+    libraries in the downstream report instead); a cell naming no Python ran on
+    ``default_python``."""
     by_python: dict[str, dict[str, set[str]]] = {}
     for cell in cells:
-        if cell.get("group") or cell.get("status") != "passed" or not cell.get("python"):
+        python = cell.get("python") or default_python
+        if cell.get("group") or cell.get("status") != "passed" or not python:
             continue
-        mine = by_python.setdefault(str(cell["python"]), {"torch": set(), "torchao": set()})
+        mine = by_python.setdefault(str(python), {"torch": set(), "torchao": set()})
         for dist in ("torch", "torchao"):
             pin = _pin(cell, dist)
             if pin:
@@ -66,7 +74,7 @@ def collect(cells: Iterable[Mapping[str, Any]], run: Mapping[str, Any]) -> dict[
     every_torch = sorted({t for v in table.values() for t in v["torch"]}, key=_release_key)
     return {
         "schema": SCHEMA,
-        "run": {key: run.get(key) for key in ("written", "state", "tiers")},
+        "run": {key: run.get(key) for key in ("written", "source")},
         "python": table,
         "floors": {
             "python": pythons[0] if pythons else None,
@@ -91,7 +99,7 @@ def render_table(doc: Mapping[str, Any]) -> str:
     run = doc.get("run") or {}
     lines += [
         "",
-        f"From the run of {run.get('written')} (tiers: {', '.join(run.get('tiers') or [])}).",
+        f"From {run.get('source')} of {run.get('written')}.",
         END,
     ]
     return "\n".join(lines)
@@ -107,16 +115,25 @@ def replace_table(readme: str, doc: Mapping[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.support", description=__doc__)
-    parser.add_argument("--from", dest="source", type=Path, default=paths.reports_path())
-    parser.add_argument("--out", type=Path, default=None, help="default: <from>/support.json")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--from", dest="source", type=Path, help="a run's reports folder")
+    where.add_argument("--baseline", type=Path, help="a baseline (reports/baseline.json)")
+    parser.add_argument("--out", type=Path, default=None, help="default: reports/support.json")
     parser.add_argument("--readme", type=Path, default=None, help="re-render its support table")
     args = parser.parse_args(argv)
-    want = verdict.expected(args.source)
-    doc = collect(verdict.judge(args.source, want), want.run)
+    if args.baseline is not None:
+        base = json.loads(args.baseline.read_text())
+        default = spec.load(paths.matrix_path()).default_python
+        run = {"written": base.get("created"), "source": f"the baseline {args.baseline.name}"}
+        doc = collect(base.get("cells", {}).values(), run, default)
+    else:
+        want = verdict.expected(args.source)
+        run = {"written": want.run.get("written"), "source": f"the run in {args.source}"}
+        doc = collect(verdict.judge(args.source, want), run)
     if not doc["python"]:
-        print(f"{args.source}: no passed cell: support.json not written", file=sys.stderr)
+        print("no passed cell: support.json not written", file=sys.stderr)
         return 1
-    out = args.out or args.source / "support.json"
+    out = args.out or paths.reports_path() / "support.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}")
     if args.readme:

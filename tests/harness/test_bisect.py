@@ -427,3 +427,13 @@ def test_nox_lists_the_bisect_session() -> None:
     assert done.returncode == 0, done.stderr
     (session,) = json.loads(done.stdout)
     assert session["name"] == "bisect" and "--package P --from A --to B" in session["description"]
+
+
+def test_a_cell_of_another_python_is_refused_before_any_probe() -> None:
+    matrix = load_matrix()
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    other = next(c for c in matrix.cells() if c.python != here)
+    with pytest.raises(bisection.Refused, match=f"runs on Python {other.python}, but"):
+        bisection.same_python(other, Path(sys.executable))
+    same = next(c for c in matrix.cells() if c.python == here)
+    bisection.same_python(same, Path(sys.executable))  # no refusal

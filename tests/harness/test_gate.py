@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def entry(cid: str) -> dict[str, Any]:
-    torch, ao, backend = cid.removeprefix("torch").split("-")
+    torch, ao, *py, backend = cid.removeprefix("torch").split("-")
     return {
         "id": cid,
         "tier": "core",
-        "python": "3.11",
+        "python": py[0].removeprefix("py") if py else "3.11",
         "torch": torch,
         "torchao": ao.removeprefix("ao"),
         "backend": backend,
@@ -51,7 +51,7 @@ def write_cell(
     reruns: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     e = entry(cid)
-    result = CellResult(cid, "core", "3.11", e["torch"], e["torchao"], e["backend"], [])
+    result = CellResult(cid, "core", e["python"], e["torch"], e["torchao"], e["backend"], [])
     result.status, result.reason, result.tests = status, reason, tests
     result.skips, result.reruns = skips or {}, reruns or {}
     result.write(paths.cell_dir(reports, cid))
@@ -177,12 +177,13 @@ def test_exit_codes_outputs_and_the_manifest(tmp_path: Path) -> None:
     assert gate.main(["check", "--from", str(cur), "--baseline", str(baseline)]) == 1
     md = (cur / "gate.md").read_text()
     assert "❌" in md and f"| regression | {C68} | `t::a` | passed | failed | yes |" in md
-    # flags override the manifest: every core cpu cell is expected, eleven have no record
+    # flags override the manifest: every core cpu cell is expected (12 pairs + 8 Python
+    # corners), nineteen have no record
     assert (
         gate.main(["check", "--from", str(base), "--baseline", str(baseline), "--backend", "cpu"])
         == 1
     )
-    assert json.loads((base / "gate.json").read_text())["summary"]["missing"] == 11
+    assert json.loads((base / "gate.json").read_text())["summary"]["missing"] == 19
     assert gate.main(["check", "--from", str(tmp_path / "none"), "--baseline", str(baseline)]) == 2
 
 
@@ -195,7 +196,8 @@ def test_the_committed_baseline_is_still_read(tmp_path: Path) -> None:
         for cid, cell in committed["cells"].items()
         if cell["backend"] == "cpu" and cell.get("tier", "core") == "core"
     }
-    assert len(cpu_core) == 12
+    assert len(cpu_core) == 20  # 12 pairs on the default Python + 8 Python corners
+    assert {c.get("python") for c in cpu_core.values()} == {"3.10", "3.11", "3.12", "3.13"}
     for cid, cell in cpu_core.items():
         write_cell(tmp_path, cid, cell["status"], cell["tests"])
     result = gate.compare(committed, gate.snapshot(tmp_path, expect(*cpu_core)))
@@ -473,3 +475,33 @@ def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
     escaped = reason.replace("|", "\\|")
     row = f"| missing | {cell.id} | `*` | passed | install-error | yes | {escaped} |"
     assert row in (cur / "gate.md").read_text().splitlines()
+
+
+def test_a_cell_id_on_another_python_is_not_compared_like_with_like(tmp_path: Path) -> None:
+    """A baseline recorded when the same id meant another Python (default_python moved): its
+    verdicts are not compared; an older baseline without the Python is still compared."""
+    base, cur = tmp_path / "base", tmp_path / "cur"
+    write_cell(base, C68, "passed", {"t::a": "failed"})
+    write_cell(cur, C68, "passed", {"t::a": "passed"})
+    baseline = gate.snapshot(base, expect(C68))
+    current = gate.snapshot(cur, expect(C68))
+    assert current["cells"][C68]["python"] == "3.11"
+    assert [r["class"] for r in gate.compare(baseline, current)["rows"]] == ["fixed"]
+    baseline["cells"][C68]["python"] = "3.12"
+    assert [r["class"] for r in gate.compare(baseline, current)["rows"]] == ["new"]
+    del baseline["cells"][C68]["python"]  # a baseline from before the Python axis
+    assert [r["class"] for r in gate.compare(baseline, current)["rows"]] == ["fixed"]
+
+
+def test_re_recording_one_tier_keeps_the_other_cells(tmp_path: Path) -> None:
+    base, cur = tmp_path / "base", tmp_path / "cur"
+    write_cell(base, C68, "passed", {"t::a": "failed"})
+    write_cell(base, GONE, "passed", {"t::b": "passed"})
+    write_cell(cur, C68, "passed", {"t::a": "passed"})
+    earlier = gate.snapshot(base, expect(C68, GONE))
+    merged = gate.keep_others(gate.snapshot(cur, expect(C68)), earlier)
+    assert merged["cells"][C68]["tests"] == {"t::a": "passed"}  # the new run wins
+    assert merged["cells"][GONE]["tests"] == {"t::b": "passed"}  # kept
+    assert "1 other cells kept from the baseline of" in merged["expected"]
+    with pytest.raises(ValueError, match="schema 7"):
+        gate.keep_others(merged, {**earlier, "schema": 7})

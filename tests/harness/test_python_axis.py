@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner, spec, wheels
+from harness import paths, runner, spec, wheels
 from harness.spec import MatrixSpecError
 
 MATRIX = """
@@ -209,3 +209,24 @@ def test_one_python_needs_no_wheels_file(tmp_path: Path) -> None:
         "torch2.6-ao0.6-cpu",
         "torch2.6-ao0.8-cpu",
     }
+
+
+def test_wheels_toml_round_trips_and_names_each_difference(tmp_path: Path) -> None:
+    found = {("torch", "2.6.0"): ("3.10", "3.13"), ("torchao", "0.6.1"): ("3.10",)}
+    (tmp_path / wheels.FILE).write_text(wheels.render(found))
+    assert dict(wheels.load(tmp_path / wheels.FILE).pythons) == found
+    now = {("torch", "2.6.0"): ("3.10", "3.13", "3.14"), ("torchao", "0.8.0"): ("3.10",)}
+    assert wheels.differences(found, now) == [
+        "torch 2.6.0: recorded ['3.10', '3.13'], the index has ['3.10', '3.13', '3.14']",
+        "torchao 0.6.1: recorded but no longer in matrix.toml",
+        "torchao 0.8.0: not recorded (the index has ['3.10'])",
+    ]
+
+
+def test_the_committed_wheels_toml_is_what_the_index_offers() -> None:
+    """Asks the configured index (the one every cell installs from), as the nightly would: a
+    release whose wheels changed, or a pin added without re-running --write, fails here."""
+    recorded = wheels.load(paths.ROOT / wheels.FILE).pythons
+    pythons = spec.load().python
+    found = wheels.query(wheels.pins_of(paths.ROOT / "matrix.toml"), pythons, uv=runner.uv_bin())
+    assert wheels.differences(recorded, found) == []

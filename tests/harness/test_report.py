@@ -416,3 +416,44 @@ def test_downstream_cells_have_their_own_grid(tmp_path: Path) -> None:
     assert "| **accelerate** | ✅ / ✅ | 🟨 / ✅ |" in md
     page = (r.reports / "matrix.html").read_text()
     assert 'data-library="accelerate"' in page and 'data-route="alone"' in page
+
+
+def test_a_python_corner_gets_its_row_under_its_torch_and_unpublished_pairs_are_listed() -> None:
+    def card(cid: str, torch: str, ao: str, python: str) -> dict[str, Any]:
+        return {
+            "id": cid,
+            "torch": torch,
+            "torchao": ao,
+            "python": python,
+            "backend": "cpu",
+            "status": "passed",
+            "counts": {},
+        }
+
+    cells = [
+        card("torch2.10-ao0.16-cpu", "2.10", "0.16", "3.11"),
+        card("torch2.6-ao0.8-py3.13-cpu", "2.6", "0.8", "3.13"),
+        card("torch2.6-ao0.8-cpu", "2.6", "0.8", "3.11"),
+        card("torch2.6-ao0.8-py3.10-cpu", "2.6", "0.8", "3.10"),
+        card("torch2.6-ao0.6-cpu", "2.6", "0.6", "3.11"),
+    ]
+    (grid,), absent = report.grids(cells)
+    assert not absent
+    assert [r["torch"] for r in grid["rows"]] == [
+        "2.6",
+        "2.6 · Python 3.10",
+        "2.6 · Python 3.13",
+        "2.10",
+    ]
+    assert grid["rows"][0]["by_ao"] == {"0.6": "torch2.6-ao0.6-cpu", "0.8": "torch2.6-ao0.8-cpu"}
+    listed = report.not_published(
+        [
+            {"python": "3.14", "torch": "2.6", "torchao": "0.8", "lacking": "torch 2.6.0"},
+            {"python": "3.13", "torch": "2.3", "torchao": "0.8", "lacking": "torch 2.3.1"},
+            {"python": "3.14", "torch": "2.3", "torchao": "0.8", "lacking": "torch 2.3.1"},
+        ]
+    )
+    assert listed == [
+        {"torch": "2.3", "torchao": "0.8", "lacking": "torch 2.3.1", "pythons": ["3.13", "3.14"]},
+        {"torch": "2.6", "torchao": "0.8", "lacking": "torch 2.6.0", "pythons": ["3.14"]},
+    ]
