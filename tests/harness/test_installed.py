@@ -298,14 +298,25 @@ def test_requirements_at_other_versions_are_unmet_unless_accepted() -> None:
         "3.12.1", "", "", "", {k: v for k, v in have.items() if k != "hypothesis"}
     )
     missing, notes = installed.unmet(reqs, found)
+    newer = 'hypothesis==6.170.15; python_version >= "3.11" (not installed)'
     assert [str(u) for u in missing] == [
         "pytest==9.2.0 (found 8.3.5)",
-        "hypothesis==6.170.15 (not installed)",
+        newer,
         "numpy>=1.26 (found 1.20.0)",
     ]
     assert notes == []
     missing, notes = installed.unmet(reqs, found, any_version=True)
-    assert [str(u) for u in missing] == ["hypothesis==6.170.15 (not installed)"]
+    assert [str(u) for u in missing] == [newer]
+    # a Python 3.10 interpreter is held to the last Hypothesis for 3.10 (and to tomli)
+    on_310 = installed.Found("3.10.13", "", "", "", found.installed)
+    assert [str(u) for u in installed.unmet(reqs, on_310, any_version=True)[0]] == [
+        'hypothesis==6.168.5; python_version < "3.11" (not installed)'
+    ]
+    without_tomli = {k: v for k, v in found.installed.items() if k != "tomli"}
+    assert "tomli==2.3.0" in str(
+        installed.unmet(reqs, installed.Found("3.10.13", "", "", "", without_tomli))[0]
+    )
+    assert "tomli" not in str(installed.unmet(reqs, found)[0])  # 3.12 needs none
     assert notes == [
         "pytest 8.3.5 accepted in place of pytest==9.2.0",
         "numpy 1.20.0 accepted in place of numpy>=1.26",

@@ -477,7 +477,7 @@ def test_github_matrix_equals_the_cells_nox_lists() -> None:
     runners = {e["backend"]: e["runs-on"] for e in emitted}
     assert runners["cpu"] == ["ubuntu-24.04"] and runners["mps"] == ["macos-14"]
     ci = gha.github_matrix(m, ["core"], ["cpu"])["include"]
-    assert len(ci) == 12 and {e["backend"] for e in ci} == {"cpu"}
+    assert len(ci) == 20 and {e["backend"] for e in ci} == {"cpu"}  # 12 pairs + 8 corners
 
 
 # --- the browser step, executed with stand-in apt tools ------------------------------------
