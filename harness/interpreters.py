@@ -30,20 +30,25 @@ _VERSION_DIR = re.compile(r"^(3\.[0-9]+)\.([0-9]+)$")
 _ASK = "import sys; print('%d.%d' % sys.version_info[:2])"
 
 
-def version_of(interpreter: Path) -> str | None:
-    """``X.Y`` of the interpreter at ``interpreter``, or None if it does not run."""
+def _answer(cmd: list[str], timeout: int) -> str | None:
+    """The command's stripped stdout, or None if it cannot run, times out or fails."""
     try:
         done = subprocess.run(
-            [str(interpreter), "-c", _ASK],
+            cmd,
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def version_of(interpreter: Path) -> str | None:
+    """``X.Y`` of the interpreter at ``interpreter``, or None if it does not run."""
+    return _answer([str(interpreter), "-c", _ASK], 30)
 
 
 def _pyenv_candidates(python: str, environ: Mapping[str, str]) -> list[Path]:
@@ -57,20 +62,8 @@ def _pyenv_candidates(python: str, environ: Mapping[str, str]) -> list[Path]:
 
 
 def _uv_candidate(python: str, uv: str | None) -> list[Path]:
-    if not uv:
-        return []
-    try:
-        done = subprocess.run(
-            [uv, "python", "find", "--no-python-downloads", python],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [Path(done.stdout.strip())] if done.returncode == 0 and done.stdout.strip() else []
+    found = _answer([uv, "python", "find", "--no-python-downloads", python], 60) if uv else None
+    return [Path(found)] if found else []
 
 
 def find(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import interpreters, paths, run, spec, wheels
+from harness import interpreters, paths, run, runner, spec, wheels
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 NOWHERE = "3.99"  # no such CPython: no pyenv, uv or PATH can have it
@@ -32,6 +32,14 @@ def test_pyenv_versions_are_found_newest_patch_first_and_checked(tmp_path: Path)
     found = interpreters.find([HERE], environ={"PYENV_ROOT": str(tmp_path)})
     # 3.X.9 is the newest but does not run: the next newest that answers with its version wins
     assert found[HERE] == tmp_path / "versions" / f"{HERE}.7" / "bin" / f"python{HERE}"
+
+
+def test_uv_discovery_is_the_last_resort(tmp_path: Path) -> None:
+    lone = {"PYENV_ROOT": str(tmp_path)}  # no pyenv versions, nothing named
+    found = interpreters.find([HERE, NOWHERE], uv=runner.uv_bin(), environ=lone)
+    assert found[HERE] is not None and interpreters.version_of(found[HERE]) == HERE
+    assert found[NOWHERE] is None
+    assert interpreters.find([HERE], uv=None, environ=lone)[HERE] is None  # no uv: not found
 
 
 def test_expose_links_each_found_interpreter_first_on_path(
