@@ -7,7 +7,7 @@
 A snapshot holds, for every cell the run should have run (:mod:`harness.verdict`: the run's
 manifest, or the ``--tier`` / ``--backend`` selection), how the cell ended and each test's
 final outcome and skip reason, as its ``cell.json`` recorded them from the reportlog.
-``check`` classifies every test and cell (the README's table is :data:`CLASSES`) and exits 1
+``check`` classifies every test and cell (docs/gate.md's table is :data:`CLASSES`) and exits 1
 if any row fails the gate: nothing lost is ever silently green. Snapshots of schema 1 (no skip
 reasons) are read as well. Standard library only.
 """

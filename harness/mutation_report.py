@@ -142,7 +142,7 @@ def pool(by_module: Mapping[str, Mapping[str, Any]], modules: Sequence[str]) -> 
 
 
 def table(report: Mapping[str, Any]) -> str:
-    """The README's table: score per module per cell (killed / non-equivalent), wall time."""
+    """docs/mutation.md's table: score per module per cell (killed / non-equivalent), wall time."""
     cells = list(report["cells"])
     modules = sorted({m for c in cells for m in report["cells"][c]["scores"]})
     head = "| module | " + " | ".join(cells) + " |"

@@ -164,7 +164,7 @@ def issue_text(
             "",
             "This issue is kept up to date by the nightly workflow and closed by the first green"
             " nightly. Fix the regression, or re-record `reports/baseline.json` if the change is"
-            " intended (README: The regression gate); a part that produced nothing is named"
+            " intended (docs/gate.md); a part that produced nothing is named"
             " below with the log to read.",
             "",
             "\n".join(sections),

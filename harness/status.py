@@ -1,6 +1,6 @@
 """The cell statuses and test outcomes: one vocabulary, one order, for the cell, report and gate.
 
-Each status has exactly one cause (the README's table is this one, checked by a test). Only
+Each status has exactly one cause (docs/report.md's table is this one, checked by a test). Only
 ``passed`` and ``skipped`` are good; every other status fails ``nox -s matrix`` and the gate.
 Standard library only.
 """

@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = ROOT / "docs" / "upstream-bugs.md"
 
@@ -53,3 +55,20 @@ def test_every_tracker_is_documented_with_its_link_and_every_documented_tracker_
     assert len(links) >= len(trackers) - 3  # a few trackers share a link
     for link in links:
         assert f"/{link})" in text, f"{link} (a tracker's link) is not in docs/upstream-bugs.md"
+
+
+def test_the_readme_tour_runs_on_this_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first Python block (its API tour) runs as written, and every public name of
+    compat is in its table: the first screen a newcomer reads stays true on every cell."""
+    readme = (ROOT / "README.md").read_text()
+    tour = re.search(r"^```python\n(.*?)^```$", readme, flags=re.S | re.M)
+    assert tour is not None, "README.md has no ```python block"
+    monkeypatch.chdir(tmp_path)  # it writes tensors.safetensors
+    exec(compile(tour.group(1), "README.md (tour)", "exec"), {"__name__": "readme_tour"})
+    assert (tmp_path / "tensors.safetensors").is_file()
+    import compat
+
+    named = set(re.findall(r"`([A-Za-z_]+)`", readme[readme.index("| concern | names |") :]))
+    assert set(compat.__all__) <= named, sorted(set(compat.__all__) - named)

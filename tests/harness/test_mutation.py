@@ -1,5 +1,5 @@
 """nox -s mutation (harness/mutation.py): the plan, the refusals, choosing mutants, scoring, and
-the committed report of a real run in both cells (reports/mutation.json, the README's table).
+the committed report of a real run in both cells (reports/mutation.json, docs/mutation.md's table).
 
 The refusals run the real command line (``python -m harness.mutation``) against real git work
 trees and a real interpreter that lacks the tool; the report is the one a real run wrote.
@@ -557,8 +557,8 @@ def test_the_committed_report_scored_with_the_equivalents_meets_the_goal(
     assert mutation.score(["--from", str(REPORT)]) == 0, capsys.readouterr().err
 
 
-def test_the_readme_table_is_the_committed_report() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_documented_table_is_the_committed_report() -> None:
+    readme = (ROOT / "docs" / "mutation.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- mutation table -->\n(.*?)\n<!-- /mutation table -->", readme, re.S)
-    assert found, "README.md holds the table between <!-- mutation table --> markers"
+    assert found, "docs/mutation.md holds the table between <!-- mutation table --> markers"
     assert found.group(1).strip() == mutation_report.table(committed_report()).strip()

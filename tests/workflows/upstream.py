@@ -1,7 +1,7 @@
-"""An upstream project calling the gate: the README's caller workflow, its checks, and a local
+"""An upstream project calling the gate: the documented caller workflow, its checks, and a local
 stand-in for an upstream repository (for test_act.py).
 
-The caller workflow lives in one place, the README (the one ``yaml`` block that calls
+The caller workflow lives in one place, docs/github-actions.md (the one ``yaml`` block that calls
 ``…/.github/workflows/gate.yml@``). :func:`problems` checks it as GitHub would take it:
 permissions that cover every job of the gate, a pull-request number passed as a string, a
 candidate that names the package's subdirectory, the outputs read after a red gate.
@@ -28,10 +28,10 @@ import yaml
 from harness import spec
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "github-actions.md"  # where the caller workflow is documented
 WORKFLOWS = ROOT / ".github" / "workflows"
 
-# what the README's example installs: safetensors' pull-request head, whose Python package (its
+# what the documented example installs: safetensors' pull-request head, whose Python package (its
 # pyproject.toml) is in bindings/python, not at the repository's root
 CANDIDATE = (
     "safetensors @ git+https://github.com/${{ github.repository }}"
@@ -78,15 +78,15 @@ include = ["accelerate*"]
 """
 
 
-# --- the README's caller workflow ----------------------------------------------------------------
+# --- the documented caller workflow ----------------------------------------------------------------
 
 
 def caller_example(readme: str) -> str:
-    """The README's caller workflow: the one ```yaml block that calls gate.yml at a commit."""
+    """The documented caller workflow (docs/github-actions.md): the one ```yaml block that calls gate.yml at a commit."""
     blocks = re.findall(r"^```yaml\n(.*?)^```$", readme, flags=re.S | re.M)
     found = [b for b in blocks if "/.github/workflows/gate.yml@" in b]
     assert len(found) == 1, (
-        f"README.md: expected one ```yaml block calling .../.github/workflows/gate.yml@<sha>,"
+        f"docs/github-actions.md: expected one ```yaml block calling .../.github/workflows/gate.yml@<sha>,"
         f" found {len(found)}"
     )
     return found[0]
