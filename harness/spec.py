@@ -260,20 +260,22 @@ class Matrix:
     def not_published(self, tiers: Iterable[str] = ("core",)) -> list[dict[str, str]]:
         """The combinations of ``tiers``' torch and TorchAO pairs with a Python of the axis that
         have no wheel, each with the release that lacks it (shown by the report, never run)."""
-        wanted, out = set(tiers), []
+        wanted, out, published = set(tiers), [], self.published
+        if published is None:
+            return []
         for t in self.torch:
             for a in self.torchao:
                 tier = "extended" if "extended" in (t.tier, a.tier) else "core"
                 if not paired(t, a) or not wanted & {tier, "extended"}:
                     continue
                 for py in self.python:
-                    if self.published is None or self.ships(py, t, a):
-                        continue
                     lacking = [
                         f"{dist} {v.pin}"
                         for dist, v in (("torch", t), ("torchao", a))
-                        if not self.published.ships(dist, v.pin, py)
+                        if not published.ships(dist, v.pin, py)
                     ]
+                    if not lacking:
+                        continue
                     out.append(
                         {
                             "python": py,
@@ -358,6 +360,7 @@ class Matrix:
         with each TorchAO paired with that torch and of that torch's tier. On the default
         Python every pair; on another Python (compat's own cells only) every published pair,
         the torch's corners in its tier and the rest extended."""
+        corners = {t.label: self.corners(t) for t in self.torch} if group is None else {}
         for py in self.python:
             named = py != self.default_python
             if named and group is not None:
@@ -366,13 +369,12 @@ class Matrix:
                 for t in self.torch:
                     if group is not None and t.label not in group.torch:
                         continue
-                    corners = self.corners(t) if named else {}
                     for a in self.torchao:
                         if not paired(t, a) or (group is not None and a.tier != t.tier):
                             continue
                         if not self.ships(py, t, a):
                             continue  # not published: Matrix.not_published shows it
-                        corner = not named or corners.get(py) == a
+                        corner = not named or corners[t.label].get(py) == a
                         yield Cell(py, t, a, b, self.cell_timeout_s, named, group, corner)
 
     def excluded(self, cell: Cell) -> Exclusion | None:
