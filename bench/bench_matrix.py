@@ -10,6 +10,11 @@
                                            the same, REF defaulting to the commit before the
                                            Python axis (its corners: 8 more core cells); --keep
                                            copies the new run's reports to DIR
+    python bench/bench_matrix.py cold [--cache DIR] [--envdir DIR]
+                                           the README's first command with an empty uv cache
+                                           and no venvs, against the download floor measured in
+                                           the same run (the bytes it fetched ÷ the rate of a
+                                           side-by-side download of the core torch wheels)
 
 Cold means an empty package cache (a fresh temporary cache directory) and a new venv; warm means
 the cache that the cold run filled and, for the matrix, the venvs it left. Everything runs in
@@ -127,6 +132,76 @@ def bench_matrix(tmp: Path) -> dict[str, Any]:
     return out
 
 
+def _rx_bytes() -> int:
+    """Bytes received so far on every network interface but loopback (Linux)."""
+    total = 0
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, data = line.split(":", 1)
+        if name.strip() != "lo":
+            total += int(data.split()[0])
+    return total
+
+
+def download_rate(tmp: Path, matrix: spec.Matrix) -> dict[str, Any]:
+    """The core tier's torch wheels (default Python) downloaded side by side by pip with no
+    cache: bytes per second, the rate the floor is computed with."""
+    dest = tmp / "rate-sample"
+    pins = [f"torch=={t.pin}" for t in matrix.torch if t.tier == "core"]
+    start, rx = time.perf_counter(), _rx_bytes()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-cache-dir", "--no-deps",
+             "--only-binary=:all:", "--python-version", matrix.default_python, pin, "-d", str(dest)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        for pin in pins
+    ]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"pip download failed:\n{err[-3000:]}")
+    seconds = time.perf_counter() - start
+    size = sum(f.stat().st_size for f in dest.iterdir())
+    shutil.rmtree(dest)
+    return {
+        "sample": pins,
+        "bytes": size,
+        "rx_bytes": _rx_bytes() - rx,
+        "seconds": round(seconds, 2),
+        "bytes_per_s": round(size / seconds),
+    }
+
+
+def bench_cold(tmp: Path, cache: Path | None, envdir: Path | None) -> dict[str, Any]:
+    """The README's first command (`nox -s matrix`) with an empty uv cache and no venvs, and the
+    download floor of the same run: the bytes it received ÷ the measured download rate."""
+    cache = cache or tmp / "uv-cache"
+    envdir = envdir or tmp / "nox-envs"
+    for where in (cache, envdir):
+        if where.exists() and any(where.iterdir()):
+            raise SystemExit(f"{where} is not empty: a cold run needs an empty cache and envdir")
+    matrix = spec.load()
+    rate = download_rate(tmp, matrix)
+    env = {**os.environ, "UV_CACHE_DIR": str(cache), "COMPAT_MATRIX_REPORTS": str(tmp / "reports")}
+    env.pop("COMPAT_MATRIX_TOML", None)
+    rx = _rx_bytes()
+    cold = timed([sys.executable, "-m", "nox", "--envdir", str(envdir), "-s", "matrix"], env)
+    received = _rx_bytes() - rx
+    floor = received / rate["bytes_per_s"]
+    totals = json.loads((tmp / "reports" / "matrix.json").read_text())["totals"]
+    return {
+        "command": "nox -s matrix (the README's first command), empty uv cache, no venvs",
+        "cold_s": cold,
+        "received_bytes": received,
+        "rate": rate,
+        "floor_s": round(floor, 1),
+        "ratio_to_floor": round(cold / floor, 2),
+        "cells": totals.get("by_status"),
+        "per_cell": durations(tmp / "reports")["per_cell"],
+        "targets": {"ratio_to_floor": "<= 1.3"},
+    }
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
     return done.stdout.strip()
@@ -217,9 +292,9 @@ def _cells(reports: Path) -> int:
 
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "all"
-    if what not in ("install", "matrix", "all", "carry", "python-axis"):
+    if what not in ("install", "matrix", "all", "carry", "python-axis", "cold"):
         raise SystemExit(
-            f"unknown benchmark {what!r}; accepted: install, matrix, all, carry, python-axis"
+            f"unknown benchmark {what!r}; accepted: install, matrix, all, carry, python-axis, cold"
         )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -235,6 +310,13 @@ def main(argv: list[str]) -> int:
         if what in ("matrix", "all"):
             results["matrix"] = bench_matrix(Path(tmp))
             print(json.dumps(results["matrix"], indent=2))
+        if what == "cold":
+            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
+            if set(opts) - {"--cache", "--envdir"}:
+                raise SystemExit(f"unknown option {sorted(opts)}; accepted: --cache, --envdir")
+            paths = {k: Path(v).expanduser().absolute() for k, v in opts.items()}
+            results["cold"] = bench_cold(Path(tmp), paths.get("--cache"), paths.get("--envdir"))
+            print(json.dumps({k: v for k, v in results["cold"].items() if k != "per_cell"}, indent=2))
         if what in ("carry", "python-axis"):
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
             accepted = {"--ref", "--rounds", "--envdir", "--warmup", "--keep"}
