@@ -10,6 +10,11 @@
                                            the same, REF defaulting to the commit before the
                                            Python axis (its corners: 8 more core cells); --keep
                                            copies the new run's reports to DIR
+    python bench/bench_matrix.py corner-budget [--python VENV_PYTHON] [--rounds N]
+                                           one cell's suite under the ci and the corner
+                                           Hypothesis profiles: seconds, and the lines and
+                                           branches of compat each runs (coverage, installed
+                                           into the venv for the run and removed after)
     python bench/bench_matrix.py cold [--cache DIR] [--envdir DIR]
                                            the README's first command with an empty uv cache
                                            and no venvs, against the download floor measured in
@@ -150,9 +155,24 @@ def download_rate(tmp: Path, matrix: spec.Matrix) -> dict[str, Any]:
     start, rx = time.perf_counter(), _rx_bytes()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-cache-dir", "--no-deps",
-             "--only-binary=:all:", "--python-version", matrix.default_python, pin, "-d", str(dest)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-cache-dir",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                matrix.default_python,
+                pin,
+                "-d",
+                str(dest),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for pin in pins
     ]
@@ -199,6 +219,66 @@ def bench_cold(tmp: Path, cache: Path | None, envdir: Path | None) -> dict[str, 
         "cells": totals.get("by_status"),
         "per_cell": durations(tmp / "reports")["per_cell"],
         "targets": {"ratio_to_floor": "<= 1.3"},
+    }
+
+
+def _suite(python: Path, profile: str, extra: Sequence[str] = ()) -> float:
+    env = {**os.environ, "HYPOTHESIS_PROFILE": profile, "OMP_NUM_THREADS": "1"}
+    tests = ["tests", "--ignore=tests/harness", "--ignore=tests/downstream"]
+    return timed([str(python), *extra, "-m", "pytest", *tests, "-p", "no:cacheprovider", "-q"], env)
+
+
+def _arcs(python: Path, data: Path) -> dict[str, list[list[int]]]:
+    script = (
+        "import json, sys\n"
+        "from coverage import CoverageData\n"
+        "d = CoverageData(sys.argv[1]); d.read()\n"
+        "print(json.dumps({f: sorted(d.arcs(f) or []) for f in d.measured_files()}))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", script, str(data)], capture_output=True, text=True, check=True
+    )
+    return {str(Path(f).relative_to(ROOT)): arcs for f, arcs in json.loads(done.stdout).items()}
+
+
+def bench_corner_budget(tmp: Path, python: Path, rounds: int) -> dict[str, Any]:
+    """The suite of the cell whose venv ``python`` is, under ``ci`` and ``corner``: wall time
+    (alternating, best of ``rounds``) and the arcs of compat each executes (coverage, branch
+    mode): the corner profile keeps catching power only where it runs what ci runs."""
+    uv = uv_bin()
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "coverage"], check=True)
+    try:
+        seconds: dict[str, list[float]] = {"ci": [], "corner": []}
+        for _ in range(rounds):
+            for profile in seconds:
+                seconds[profile].append(_suite(python, profile))
+        arcs = {}
+        for profile in seconds:
+            data = tmp / f"coverage-{profile}"
+            run = ["-m", "coverage", "run", f"--data-file={data}", "--branch", "--source=compat"]
+            _suite(python, profile, run)
+            arcs[profile] = _arcs(python, data)
+    finally:
+        subprocess.run([uv, "pip", "uninstall", "-q", "--python", str(python), "coverage"])
+    ci, corner = arcs["ci"], arcs["corner"]
+    missing = {f: sorted(set(map(tuple, ci[f])) - set(map(tuple, corner.get(f, [])))) for f in ci}
+    best = {k: min(v) for k, v in seconds.items()}
+    version = subprocess.run(
+        [str(python), "-c", "import sys, torch; print(sys.version.split()[0], torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {
+        "command": "pytest tests (a cell's suite), HYPOTHESIS_PROFILE=ci vs corner, 1 thread",
+        "python": version[0],
+        "torch": version[1],
+        "seconds": seconds,
+        "best_s": best,
+        "ratio_corner_to_ci": round(best["corner"] / best["ci"], 3),
+        "arcs": {k: sum(len(v) for v in a.values()) for k, a in arcs.items()},
+        "arcs_ci_only": {f: m for f, m in missing.items() if m},
+        "targets": {"arcs_ci_only": "none"},
     }
 
 
@@ -292,10 +372,9 @@ def _cells(reports: Path) -> int:
 
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "all"
-    if what not in ("install", "matrix", "all", "carry", "python-axis", "cold"):
-        raise SystemExit(
-            f"unknown benchmark {what!r}; accepted: install, matrix, all, carry, python-axis, cold"
-        )
+    benchmarks = ("install", "matrix", "all", "carry", "python-axis", "cold", "corner-budget")
+    if what not in benchmarks:
+        raise SystemExit(f"unknown benchmark {what!r}; accepted: {', '.join(benchmarks)}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["machine"] = {
@@ -310,13 +389,26 @@ def main(argv: list[str]) -> int:
         if what in ("matrix", "all"):
             results["matrix"] = bench_matrix(Path(tmp))
             print(json.dumps(results["matrix"], indent=2))
+        if what == "corner-budget":
+            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
+            if set(opts) - {"--python", "--rounds"}:
+                raise SystemExit(f"unknown option {sorted(opts)}; accepted: --python, --rounds")
+            default = ROOT / ".nox" / "matrix-tests-torch2.6-py3.13-cpu" / "bin" / "python"
+            python = Path(opts.get("--python", default)).absolute()
+            if not python.exists():
+                raise SystemExit(f"{python} does not exist: run `nox -s matrix` or pass --python")
+            rounds = int(opts.get("--rounds", "2"))
+            results["corner_budget"] = bench_corner_budget(Path(tmp), python, rounds)
+            print(json.dumps(results["corner_budget"], indent=2))
         if what == "cold":
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
             if set(opts) - {"--cache", "--envdir"}:
                 raise SystemExit(f"unknown option {sorted(opts)}; accepted: --cache, --envdir")
             paths = {k: Path(v).expanduser().absolute() for k, v in opts.items()}
             results["cold"] = bench_cold(Path(tmp), paths.get("--cache"), paths.get("--envdir"))
-            print(json.dumps({k: v for k, v in results["cold"].items() if k != "per_cell"}, indent=2))
+            print(
+                json.dumps({k: v for k, v in results["cold"].items() if k != "per_cell"}, indent=2)
+            )
         if what in ("carry", "python-axis"):
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
             accepted = {"--ref", "--rounds", "--envdir", "--warmup", "--keep"}

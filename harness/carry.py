@@ -233,6 +233,21 @@ def check(matrix: Matrix, reports: Path) -> list[str]:
     return bad
 
 
+def narrowed(
+    pytest_args: Sequence[str], tests: Sequence[str], dependent: Sequence[str]
+) -> list[str]:
+    """A dependent run's arguments: the files that hold dependent tests in place of the
+    cell's test paths, so that pytest imports and collects only those (the carried tests are
+    deselected as well). Safe because a blocked run that reached TorchAO while collecting
+    refuses carrying: the tests collected with TorchAO installed are the blocked run's, so
+    no test outside these files is left uncollected. No dependent test: the arguments as
+    they are (every test deselected)."""
+    files = sorted({nodeid.split("::")[0] for nodeid in dependent})
+    if not files:
+        return list(pytest_args)
+    return [*files, *(a for a in pytest_args if a not in tests)]
+
+
 def read_drift(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())

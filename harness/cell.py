@@ -69,6 +69,9 @@ class CellResult:
     # properties the nightly profile's time budget stopped before their examples ran out
     # (tests/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
     budget_cuts: dict[str, str] = field(default_factory=dict)
+    # the Hypothesis profile the tests ran under (tests/profiles.py): "ci" unless the run named
+    # one or the cell is on a non-default Python ("corner": a quarter of each property's examples)
+    hypothesis_profile: str = ""
     # tests not run here whose verdicts (in ``tests``) came from another cell: nodeid -> its id
     carried: dict[str, str] = field(default_factory=dict)
     # how carrying went (harness/carry.py): source, run / carried counts, a refusal's reason,
@@ -258,6 +261,7 @@ class CellPlan:
     candidates: list[str] = field(default_factory=list)
     cwd: Path = paths.ROOT  # the project the tests belong to: the folder of matrix.toml
     carry: carry.Role | None = None  # its part in carrying verdicts (harness/carry.py)
+    tests: list[str] = field(default_factory=lambda: ["tests"])  # the paths pytest_args collect
 
 
 def install_commands(
@@ -337,6 +341,7 @@ def plan_for(
         env=dict(cell.backend.env),
         candidates=list(candidates),
         cwd=matrix.root,
+        tests=list(tests),
     )
 
 
@@ -478,6 +483,7 @@ def run_cell(
     )
     env["COMPAT_MATRIX_CELL"] = str(spec_file)
     env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
+    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
     scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
     env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
     role = plan.carry
@@ -493,12 +499,14 @@ def run_cell(
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
     carried = evidence.TestLog()
+    pytest_args = plan.pytest_args
     if role is not None and source is not None and not role.full:
         independent = sorted(source.log.outcomes)
         (outdir / carry.DESELECT_FILE).write_text("".join(f"{n}\n" for n in independent))
         probe += ["--deselect", str(outdir / carry.DESELECT_FILE)]
         carried = source.log
-    ran = run([*probe, "--out", str(facts_file), "--", *plan.pytest_args], env)
+        pytest_args = carry.narrowed(pytest_args, plan.tests, source.dependent)
+    ran = run([*probe, "--out", str(facts_file), "--", *pytest_args], env)
     result.exit_status = ran.returncode
     facts = _read_facts(facts_file)
     if facts is not None:

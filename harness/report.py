@@ -178,6 +178,16 @@ def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]
             # properties a time budget stopped (the nightly profile): shown, never hidden
             "budget_cuts": sum(len(cell.get("budget_cuts") or {}) for cell in cells),
             "budget_cells": sum(1 for cell in cells if cell.get("budget_cuts")),
+            # cells whose tests ran under another Hypothesis profile than ci: profile -> cells
+            "profiles": dict(
+                sorted(
+                    Counter(
+                        c["hypothesis_profile"]
+                        for c in cells
+                        if c.get("hypothesis_profile") not in (None, "", "ci")
+                    ).items()
+                )
+            ),
             # tests whose verdict a cell carried from another (harness/carry.py), and run
             "carried": carried,
             "ran": sum(sum(cell["counts"].values()) for cell in cells) - carried,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -221,11 +222,15 @@ def run_matrix(
             echo=out,
             stop=stop,
             full=full,
+            threads=threads,
         )
 
+    groups = selection.groups()
+    # each group's share of the cores, when they run side by side
+    threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups))))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures: dict[Future[list[CellResult]], list[Cell]] = {
-            pool.submit(group, name, cells): cells for name, cells in selection.groups().items()
+            pool.submit(group, name, cells): cells for name, cells in groups.items()
         }
         while not all(f.done() for f in futures):
             stop.wait(0.2)  # the main thread stays free to take the signal

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,34 @@ def _took_part(
         role.made, role.refused = played.made, played.refused
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env(threads: int | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables that cap torch's CPU threads at ``threads`` (None: no cap), leaving out
+    those the user set: the suite's tensors are small, and two cells side by side each using
+    every core spend their time contending (measured: 14 % slower on 2 cores)."""
+    if threads is None:
+        return {}
+    return {name: str(threads) for name in THREAD_VARS if name not in environ}
+
+
+PROFILE_VAR = "HYPOTHESIS_PROFILE"  # tests/profiles.py
+CORNER_PROFILE = "corner"  # tests/profiles.py: a quarter of each property's examples
+
+
+def profile_env(
+    matrix: Matrix, cell: Cell, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The Hypothesis profile of a cell on a Python other than the matrix's default: ``corner``
+    (every test, each property with a quarter of its examples; the same torch and TorchAO get
+    the full budget in the default Python's cell), unless the user named one. Nothing for a
+    default-Python cell: ``ci``, the default of every run."""
+    if cell.python == matrix.default_python or environ.get(PROFILE_VAR):
+        return {}
+    return {PROFILE_VAR: CORNER_PROFILE}
+
+
 def stopped_reason(stop: Stop) -> str:
     return f"the run was stopped ({stop.signal}) before this cell started"
 
@@ -121,6 +149,7 @@ def run_cells(
     stop: Stop | None = None,
     full: bool = False,
     sources: Collection[str] = (),
+    threads: int | None = None,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
     Returns one result per cell, in the order given; each is also written as its cell.json.
@@ -129,7 +158,8 @@ def run_cells(
     tests independent of it from the first of them (:mod:`harness.carry`); ``full`` runs every
     test in every cell, the first of each set also making the blocked run whose verdicts
     :func:`harness.carry.check` compares with the real ones (``sources``: lone cells that make
-    it, see :func:`_roles`)."""
+    it, see :func:`_roles`). ``threads``: the CPU threads each cell's torch may use (its share
+    of the cores when groups run side by side, see :func:`thread_env`)."""
     stop = stop or Stop()
     python = python.absolute()  # cells run in their project's folder; never resolve(): a
     # venv's interpreter is a symlink to the base one, and following it leaves the venv
@@ -150,6 +180,7 @@ def run_cells(
                     matrix, cell, python, uv=tool, reports=reports, candidates=candidates
                 )
                 plan.carry = _role_for(roles, matrix, cell)
+                plan.env = {**thread_env(threads), **profile_env(matrix, cell), **plan.env}
                 result = run_cell(plan, echo=echo, stop=stop)
                 _took_part(roles, matrix, cell, plan.carry)
         except Exception as exc:  # one cell's harness failure is that cell's status

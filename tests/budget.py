@@ -10,8 +10,12 @@ by timeout. Now the properties of a cell share :data:`SHARE` of the cell's limit
 among the properties collected; the rest is for install, collection, the example-based tests
 and a rerun.
 
-How, per property (only in the profiles of :data:`BUDGETED`; ``ci`` and ``replay`` never read
-the clock, so their verdicts never depend on time):
+The ``corner`` profile (a cell on a non-default Python, ``tests/profiles.py``) has an example
+budget instead, fixed and without a clock: each property draws
+:func:`tests.profiles.examples_for` of the examples it asks for, and the terminal summary says so.
+
+How, per property (only in the profiles of :data:`BUDGETED`; ``ci``, ``corner`` and ``replay``
+never read the clock, so their verdicts never depend on time):
 
 1. it runs in rounds, each a Hypothesis run of its own (each replays the example database
    first): :data:`CALIBRATION` examples, then each round as many as fit in what is left of the
@@ -104,14 +108,26 @@ class Budget:
     def __init__(self) -> None:
         self.per_property = 0.0  # 0: no budget (a profile outside BUDGETED)
         self.cuts: list[Cut] = []
+        self.profile = profiles.DEFAULT
+        self.drawn: dict[str, tuple[int, int]] = {}  # corner: test -> (examples drawn, asked)
 
     def configure(self, items: list[pytest.Item], profile: str) -> None:
+        self.profile = profile
         count = sum(1 for item in items if is_property(item))
         if profile in BUDGETED and count:
             self.per_property = total_seconds() / count
 
     def applies(self, item: pytest.Item) -> bool:
-        return self.per_property > 0 and is_property(item)
+        return (self.per_property > 0 or self.profile == profiles.CORNER) and is_property(item)
+
+    def run_share(self, item: pytest.Function, call: Callable[[], Any]) -> None:
+        """Run the property ``item`` with the examples its profile's share gives it."""
+        test = item.obj
+        asked_settings: settings = test._hypothesis_internal_use_settings
+        asked = int(asked_settings.max_examples)
+        drawn = profiles.examples_for(self.profile, asked)
+        self.drawn[item.nodeid] = (drawn, asked)
+        _with_examples(test, asked_settings, drawn, call)
 
     def run(self, item: pytest.Function, call: Callable[[], Any]) -> None:
         """Run the property ``item`` (``call`` calls it) within its share; record a cut.
@@ -119,6 +135,9 @@ class Budget:
         In rounds: :data:`CALIBRATION` examples, then each round at most :data:`GROWTH` times
         the examples run so far and no more than the time left allows at the cost measured so
         far (examples grow as Hypothesis explores, so the cost is measured again each round)."""
+        if not self.per_property:
+            self.run_share(item, call)
+            return
         test = item.obj
         asked_settings: settings = test._hypothesis_internal_use_settings
         asked = int(asked_settings.max_examples)
@@ -140,6 +159,14 @@ class Budget:
             item.user_properties.append((PROPERTY, json.dumps(cut.__dict__)))
 
     def summary(self, reporter: Any) -> None:
+        if self.drawn:
+            drawn = sum(d for d, _ in self.drawn.values())
+            asked = sum(a for _, a in self.drawn.values())
+            reporter.section(f"hypothesis: the {self.profile} profile's example budget")
+            reporter.write_line(
+                f"{len(self.drawn)} properties drew {drawn} of the {asked} examples they ask for"
+                f" ({profiles.CORNER_SHARE:.0%} each, at least {profiles.CORNER_FLOOR})"
+            )
         if not self.per_property:
             return
         reporter.section("hypothesis: properties stopped by the time budget")
@@ -170,7 +197,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """A property under a budgeted profile runs within its share of the cell's time."""
+    """A property under a budgeted profile runs within its share of the cell's time; under
+    ``corner``, with its share of the examples."""
     if not BUDGET.applies(pyfuncitem):
         return None  # pytest calls the test as usual
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}

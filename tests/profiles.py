@@ -6,6 +6,13 @@
   in CI), the gate, the bisection, the mutation run. Their verdicts never depend on chance.
 - ``nightly``: random exploration, 10,000 examples per property; failing examples are saved in
   the example database ``.hypothesis/examples`` (the nightly keeps it as an artifact).
+- ``corner``: ``ci`` with a quarter of each property's examples (:func:`examples_for`; at least
+  10, or all it asks for below that), still derandomized. The harness gives it to a cell on a
+  Python other than the matrix's default (a Python corner), unless ``HYPOTHESIS_PROFILE`` names
+  a profile: the same torch and TorchAO get their full ``ci`` budget in the default Python's
+  cell of the same run, and the corner is there to run every test on its interpreter. Measured
+  (``python bench/bench_matrix.py corner-budget``): the same lines and branches of compat run
+  under it as under ``ci``, in ~60 % of the suite's time.
 - ``replay``: only replays what the example database holds (a nightly's failures: unpack its
   ``hypothesis-<session>`` artifact into ``.hypothesis/examples``), generating nothing new, so
   it is deterministic too: ``HYPOTHESIS_PROFILE=replay nox -s tests-torch2.6-ao0.8-cpu``.
@@ -26,15 +33,27 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 ROOT: Final = Path(__file__).resolve().parent.parent
 DATABASE: Final = ROOT / ".hypothesis" / "examples"
 DEFAULT: Final = "ci"
+CORNER: Final = "corner"
+CORNER_SHARE: Final = 0.25  # of the examples a property asks for, in the corner profile
+CORNER_FLOOR: Final = 10  # ... but never fewer than this (or all it asks for, if fewer)
 ENV: Final = "HYPOTHESIS_PROFILE"
 # the profiles whose examples are fixed by the code alone (two runs, same examples)
-DETERMINISTIC: Final = frozenset({"ci", "replay"})
+DETERMINISTIC: Final = frozenset({"ci", "corner", "replay"})
 _QUIET: Final = [HealthCheck.too_slow]
 
 
 def register() -> None:
     settings.register_profile(
         "ci",
+        derandomize=True,
+        deadline=None,
+        database=None,
+        max_examples=60,
+        print_blob=True,
+        suppress_health_check=_QUIET,
+    )
+    settings.register_profile(
+        CORNER,
         derandomize=True,
         deadline=None,
         database=None,
@@ -62,6 +81,14 @@ def register() -> None:
         print_blob=True,
         suppress_health_check=_QUIET,
     )
+
+
+def examples_for(profile: str, asked: int) -> int:
+    """How many examples a property that asks for ``asked`` draws under ``profile``: all of
+    them, but in ``corner`` :data:`CORNER_SHARE` of them, at least :data:`CORNER_FLOOR`."""
+    if profile != CORNER:
+        return asked
+    return max(min(asked, CORNER_FLOOR), round(asked * CORNER_SHARE))
 
 
 def selected(environ: Mapping[str, str] = os.environ) -> str:

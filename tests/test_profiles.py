@@ -9,12 +9,13 @@ runs draw different examples (two seeds of an otherwise identical profile).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from tests import profiles
+from tests import budget, profiles
 from tests.strategies import cases, families
 
 # The environment each kind of run gives the test process (the harness passes its own through):
@@ -27,6 +28,8 @@ RUNS: Mapping[str, Mapping[str, str]] = {
     "github": {"CI": "true", "HYPOTHESIS_PROFILE": ""},
     # the bisection's probes and bench/gpu_check.sh ask for it by name
     "named": {"HYPOTHESIS_PROFILE": "ci"},
+    # the harness gives it to a cell on a Python other than the matrix's default
+    "corner": {"HYPOTHESIS_PROFILE": "corner"},
 }
 STRATEGIES = {"cases": cases("cpu"), "families": families("cpu")}
 
@@ -79,3 +82,27 @@ def test_the_nightly_explores_and_keeps_its_failures() -> None:
     replay = settings.get_profile("replay")
     assert replay.database is not None  # the nightly's database, replayed without new draws
     assert "generate" not in {phase.name for phase in replay.phases}
+
+
+@pytest.mark.parametrize(("asked", "drawn"), [(60, 15), (400, 100), (30, 10), (8, 8), (1, 1)])
+def test_a_corner_draws_a_quarter_of_the_examples_at_least_ten(asked: int, drawn: int) -> None:
+    assert profiles.examples_for("corner", asked) == drawn
+    assert profiles.examples_for("ci", asked) == asked
+
+
+def test_under_the_corner_profile_a_property_runs_its_share_of_examples() -> None:
+    # the plugin's own path (tests/budget.py), on a real property that asks for 60 examples
+    seen: list[int] = []
+
+    @settings(settings.get_profile("corner"), max_examples=60)
+    @given(st.integers())
+    def prop(value: int) -> None:
+        seen.append(value)
+
+    item = SimpleNamespace(obj=prop, nodeid="tests/x.py::prop")  # what the plugin reads
+    plugin = budget.Budget()
+    plugin.configure([], "corner")
+    plugin.run(item, prop)  # type: ignore[arg-type]
+    assert len(seen) == 15
+    assert plugin.drawn == {"tests/x.py::prop": (15, 60)}
+    assert prop._hypothesis_internal_use_settings.max_examples == 60  # restored

@@ -434,6 +434,16 @@ def test_raw_bytes_survive_for_bools_nans_and_negative_zero() -> None:
     assert restored["b_strided"].view(torch.uint8).tolist() == [1, 7, 1]
 
 
+def test_a_lone_strided_bool_view_is_saved_with_its_raw_bytes() -> None:
+    # its base is not saved, so the view is written as a copy of its own: the copy must keep the
+    # bytes 2 and 255 that a bool .contiguous() would normalise to 1
+    u = torch.tensor([0, 2, 255, 7, 0, 128, 1, 2], dtype=torch.uint8)
+    sd = {"flags": u.view(torch.bool)[1::2]}
+    to_save, _, restored = save_and_restore(sd)
+    assert to_save["flags"].view(torch.uint8).tolist() == [2, 7, 128, 2]
+    assert restored["flags"].view(torch.uint8).tolist() == [2, 7, 128, 2]
+
+
 @pytest.mark.dataless
 def test_preferred_does_not_hide_missing_data(backend: str) -> None:
     w = torch.empty(4, 4, device=backend)

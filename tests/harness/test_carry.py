@@ -57,6 +57,21 @@ def test_sly():
     assert CARRY != "sly" or "torchao" not in sys.modules, "depends on TorchAO unseen"
 '''
 
+# an independent test alone in its file, which logs each time pytest imports (collects) it: the
+# cells that carry its verdict never collect it (their runs get only the dependent tests' files)
+ALONE = """
+import json, os
+from pathlib import Path
+
+CELL = json.loads(Path(os.environ["COMPAT_MATRIX_CELL"]).read_text())
+with open(Path(__file__).with_name("collected.log"), "a") as log:
+    log.write(CELL["id"] + "\\n")
+
+
+def test_alone():
+    pass
+"""
+
 # applies matrix.toml's expected failures, as the real suite's conftest does
 CONFTEST = """
 import fnmatch, json, os
@@ -124,6 +139,7 @@ def cell_id(ao: str, backend: str) -> str:
 SOURCE = "0.6"  # the first cell of each group makes the blocked run
 DEPENDENT = {"test_imports_torchao", "test_swallows_the_block", "test_varies"}
 NODE = "tests/test_carry.py::"
+ALONE_NODE = "tests/test_alone.py::test_alone"
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +149,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, fault_envdir: Path) -> Pro
     (root / "tests" / "test_fault.py").unlink()
     (root / "tests" / "conftest.py").write_text(CONFTEST)
     (root / "tests" / "test_carry.py").write_text(SUITE)
+    (root / "tests" / "test_alone.py").write_text(ALONE)
     return made
 
 
@@ -150,14 +167,33 @@ def test_independent_verdicts_are_carried_and_named_with_their_source(
     source = cell_id(SOURCE, "sly")
     assert cells[source]["status"] == "passed", cells[source]["reason"]
     assert cells[source]["carried"] == {}
-    assert cells[source]["carry"] == {"axis": "torchao", "source": source, "run": 5, "carried": 0}
+    assert cells[source]["hypothesis_profile"] == "ci"  # the matrix's default Python
+    assert cells[source]["carry"] == {"axis": "torchao", "source": source, "run": 6, "carried": 0}
     for ao in ("0.7", "0.8"):
         cell = cells[cell_id(ao, "sly")]
         assert cell["status"] == "passed", cell["reason"]
-        assert cell["carried"] == {NODE + "test_plain": source, NODE + "test_sly": source}
-        assert cell["carry"] == {"axis": "torchao", "source": source, "run": 3, "carried": 2}
+        assert cell["carried"] == {
+            NODE + "test_plain": source,
+            NODE + "test_sly": source,
+            ALONE_NODE: source,
+        }
+        assert cell["carry"] == {"axis": "torchao", "source": source, "run": 3, "carried": 3}
         # a cell's record holds every test, carried ones included
-        assert set(cell["tests"]) == {NODE + t for t in (*DEPENDENT, "test_plain", "test_sly")}
+        assert set(cell["tests"]) == {
+            *(NODE + t for t in (*DEPENDENT, "test_plain", "test_sly")),
+            ALONE_NODE,
+        }
+
+
+def test_a_run_of_dependent_tests_collects_only_their_files(project: Project) -> None:
+    # pytest imported test_alone.py in the blocked run, never in a run of dependent tests:
+    # those collect only tests/test_carry.py
+    log = (project.root / "tests" / "collected.log").read_text().split()
+    assert sorted(c for c in log if c.endswith("-sly")) == [cell_id(SOURCE, "sly")]
+    # carrying refused: the blocked run and every cell's own run collect everything
+    assert sorted(c for c in log if c.endswith("-collect")) == sorted(
+        [cell_id(SOURCE, "collect"), *(cell_id(ao, "collect") for ao in AO)]
+    )
 
 
 def test_a_test_that_reaches_torchao_runs_in_every_cell_even_when_it_swallows_the_block(
@@ -213,14 +249,14 @@ def test_torchao_reached_while_collecting_refuses_carrying_and_every_cell_runs_e
         assert cell["carry"]["refused"] == (
             "TorchAO was reached outside any test (import torchao): no test can be carried"
         )
-        assert len(cell["tests"]) == 5
+        assert len(cell["tests"]) == 6
 
 
 def test_the_report_counts_run_and_carried_tests(carried: dict[str, Any]) -> None:
     totals = carried["matrix"]["totals"]
-    # broken and sly carry 2 tests into two cells each; collect carries nothing
-    assert totals["carried"] == 2 * 2 * 2
-    assert totals["ran"] == 9 * 5 - 8
+    # broken and sly carry 3 tests into two cells each; collect carries nothing
+    assert totals["carried"] == 2 * 2 * 3
+    assert totals["ran"] == 9 * 6 - 12
 
 
 def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_cells(
@@ -246,11 +282,12 @@ def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_
         # broken's failure is the same blocked and real: it agrees, and stays a failure
         broken = project.cell(cell_id(ao, "broken"))
         assert broken["status"] == "failed", broken["reason"]
-        assert broken["carry"]["checked"] == 2 and broken["carry"]["disagree"] == []
+        assert broken["carry"]["checked"] == 3 and broken["carry"]["disagree"] == []
     # what the blocked run would have carried, kept in the first cell's record for the check
     assert project.cell(source)["carry"]["independent"] == {
         NODE + "test_plain": "passed",
         NODE + "test_sly": "passed",
+        ALONE_NODE: "passed",
     }
 
 

@@ -230,3 +230,16 @@ def test_the_committed_wheels_toml_is_what_the_index_offers() -> None:
     pythons = spec.load().python
     found = wheels.query(wheels.pins_of(paths.ROOT / "matrix.toml"), pythons, uv=runner.uv_bin())
     assert wheels.differences(recorded, found) == []
+
+
+def test_a_cell_on_another_python_gets_the_corner_profile_unless_the_run_names_one() -> None:
+    matrix = spec.load()
+    cells = {c.id: c for c in matrix.cells(backend="cpu")}
+    default, corner = cells["torch2.6-ao0.8-cpu"], cells["torch2.6-ao0.8-py3.13-cpu"]
+    assert runner.profile_env(matrix, default, {}) == {}
+    assert runner.profile_env(matrix, corner, {}) == {"HYPOTHESIS_PROFILE": "corner"}
+    # GitHub's matrix workflow passes an empty input: not a choice
+    assert runner.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": ""}) == {
+        "HYPOTHESIS_PROFILE": "corner"
+    }
+    assert runner.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": "nightly"}) == {}
