@@ -99,15 +99,30 @@ def grids(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
             absent.append({"backend": backend, "reasons": reasons, "cells": len(mine)})
             continue
         rows: dict[str, dict[str, str]] = {}
+        row_torch: dict[str, str] = {}
         for cell in _by_version(mine):
             rows.setdefault(_row(cell), {})[cell["torchao"]] = cell["id"]
+            row_torch[_row(cell)] = cell["torch"]
         torchao = sorted({c["torchao"] for c in mine}, key=label_key)
+        # a torch's rows (one per Python) share its TorchAO columns, so that a Python corner's
+        # card stands under the same TorchAO's card of the default Python's row
+        columns: dict[str, set[str]] = {}
+        for row, by_ao in rows.items():
+            columns.setdefault(row_torch[row], set()).update(by_ao)
         out.append(
             {
                 "backend": backend,
-                # cells: in TorchAO order (the HTML cards); by_ao: for the Markdown table
+                # cells: in TorchAO order; slots: the torch's columns, None where the row has
+                # no cell (the HTML cards); by_ao: for the Markdown table
                 "rows": [
-                    {"torch": t, "cells": list(by_ao.values()), "by_ao": by_ao}
+                    {
+                        "torch": t,
+                        "cells": list(by_ao.values()),
+                        "slots": [
+                            by_ao.get(ao) for ao in sorted(columns[row_torch[t]], key=label_key)
+                        ],
+                        "by_ao": by_ao,
+                    }
                     for t, by_ao in rows.items()
                 ],
                 "torchao": torchao,

@@ -173,6 +173,16 @@ def test_properties_stopped_by_the_time_budget_are_counted_on_both_pages(run: Ru
     assert said in (run.reports / "matrix.html").read_text()
 
 
+def test_cells_on_another_hypothesis_profile_are_counted_on_both_pages(run: Run) -> None:
+    run.cell("2.5", "0.6", "cpu", "passed", hypothesis_profile="corner")
+    run.cell("2.5", "0.7", "cpu", "passed", hypothesis_profile="ci")
+    data = run.write()
+    assert data["totals"]["profiles"] == {"corner": 1}
+    for page in ("matrix.md", "matrix.html"):
+        text = (run.reports / page).read_text()
+        assert "corner</code> in 1 cells" in text or "`corner` in 1 cells" in text
+
+
 def test_a_run_without_budget_cuts_says_nothing_of_a_budget(run: Run) -> None:
     run.write()
     assert "time budget" not in (run.reports / "matrix.md").read_text()
@@ -446,6 +456,13 @@ def test_a_python_corner_gets_its_row_under_its_torch_and_unpublished_pairs_are_
         "2.10",
     ]
     assert grid["rows"][0]["by_ao"] == {"0.6": "torch2.6-ao0.6-cpu", "0.8": "torch2.6-ao0.8-cpu"}
+    # the corner rows keep torch 2.6's columns: their 0.8 card stands under the 0.8 card
+    assert [r["slots"] for r in grid["rows"][:3]] == [
+        ["torch2.6-ao0.6-cpu", "torch2.6-ao0.8-cpu"],
+        [None, "torch2.6-ao0.8-py3.10-cpu"],
+        [None, "torch2.6-ao0.8-py3.13-cpu"],
+    ]
+    assert grid["rows"][3]["slots"] == ["torch2.10-ao0.16-cpu"]
     listed = report.not_published(
         [
             {"python": "3.14", "torch": "2.6", "torchao": "0.8", "lacking": "torch 2.6.0"},
