@@ -101,11 +101,14 @@ class Record:
     qparams: list[str]
 
 
+ACCEPTED = (
+    "accepted: the record written by compat.save_file / compat.dedup_for_save "
+    "(docs in compat._record)"
+)
+
+
 def bad(name: str, what: str) -> ValueError:
-    return ValueError(
-        f"metadata[{METADATA_KEY!r}] entry for {name!r}: {what}; accepted: the record written by "
-        "compat.save_file / compat.dedup_for_save (docs in compat._record)"
-    )
+    return ValueError(f"metadata[{METADATA_KEY!r}] entry for {name!r}: {what}; {ACCEPTED}")
 
 
 def is_reserved(name: str) -> bool:

@@ -23,6 +23,7 @@ from compat import (
     normalize_device,
 )
 from compat import device as device_module
+from tests import messages
 
 
 @pytest.fixture
@@ -294,7 +295,9 @@ def test_unknown_type_message() -> None:
 def test_bad_index_message(value: int, why: str) -> None:
     with pytest.raises(ValueError) as info:
         normalize_device(value, accelerator="cuda")
-    assert str(info.value) == f"bad device index in {value} (int): {why}; {device_module._ACCEPTED}"
+    assert (
+        str(info.value) == f"bad device index in {value} (int): {why}; {messages.DEVICE_ACCEPTED}"
+    )
 
 
 def test_single_device_type_with_an_index_names_the_torch_device() -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from compat import normalize_device
+from tests import messages
 
 BOOL = (
     "a bool is not a device (torch would read True as index 1, and Tensor.to(True) casts to "
@@ -20,8 +21,7 @@ BOOL = (
 @pytest.mark.parametrize("value", [True, np.bool_(True)], ids=["bool", "numpy-bool"])
 def test_bools_python_or_numpy_are_refused_as_bools(value: object) -> None:
     """NumPy bools are no numbers.Integral, yet they get the bool message, not the generic one."""
-    cls = type(value)
-    shown = f"{value!r} ({'bool' if cls is bool else f'{cls.__module__}.{cls.__qualname__}'})"
+    shown = messages.shown(value)
     with pytest.raises(TypeError) as info:
         normalize_device(value)  # type: ignore[arg-type]
     assert str(info.value).startswith(BOOL + shown + "; accepted: None, a torch.device")
@@ -30,8 +30,7 @@ def test_bools_python_or_numpy_are_refused_as_bools(value: object) -> None:
 @pytest.mark.parametrize("value", [1, np.int64(1), "1"], ids=["int", "numpy-int", "numeric-str"])
 def test_an_index_of_a_single_device_type_names_the_value_handed_in(value: object) -> None:
     """The int, numpy-int and numeric-string paths each name the very value in the refusal."""
-    cls = type(value)
-    shown = f"{value!r} ({cls.__name__ if cls in (int, str) else f'{cls.__module__}.{cls.__qualname__}'})"
+    shown = messages.shown(value)
     with pytest.raises(ValueError) as info:
         normalize_device(value, accelerator="cpu")  # type: ignore[arg-type]
     assert str(info.value) == (

@@ -18,12 +18,9 @@ import pytest
 import torch
 
 import compat
+from tests import messages
 
 KEY = "__compat_sharing__"
-ACCEPTED = (
-    "accepted: the record written by compat.save_file / compat.dedup_for_save "
-    "(docs in compat._record)"
-)
 U8 = torch.arange(16, dtype=torch.uint8)
 F32 = torch.arange(4, dtype=torch.float32)
 QPARAM = torch.tensor([0.5, 0.25])
@@ -39,8 +36,7 @@ def with_base(**record: Any) -> dict[str, str]:
     return text(bases={"b": {"pad": 0}}, **record)
 
 
-def message(name: str, what: str) -> str:
-    return f"metadata[{KEY!r}] entry for {name!r}: {what}; {ACCEPTED}"
+message = messages.record_entry
 
 
 def json_error(document: str) -> str:

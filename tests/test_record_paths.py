@@ -21,20 +21,15 @@ import torch
 import compat
 from compat._features import SUB_BYTE_BITS
 from compat.saving import METADATA_KEY
+from tests import messages
 
 Tensors = dict[str, torch.Tensor]
 Record = dict[str, Any]
 
-ACCEPTED = (
-    "accepted: the record written by compat.save_file / compat.dedup_for_save "
-    "(docs in compat._record)"
-)
 PER_TENSOR_Q = {"scheme": "per_tensor_affine", "scale": "0x1p-2", "zero_point": 3}
 
 
-def message(name: str, what: str) -> str:
-    """The whole refusal message the record docs promise for entry ``name``."""
-    return f"metadata['__compat_sharing__'] entry for {name!r}: {what}; {ACCEPTED}"
+message = messages.record_entry  # the whole refusal the record docs promise for an entry
 
 
 def write(tmp_path: Path, tensors: Tensors, record: Record | str) -> Path:

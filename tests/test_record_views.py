@@ -15,12 +15,9 @@ import pytest
 import torch
 
 import compat
+from tests import messages
 
 KEY = "__compat_sharing__"
-ACCEPTED = (
-    "accepted: the record written by compat.save_file / compat.dedup_for_save "
-    "(docs in compat._record)"
-)
 U8 = torch.arange(16, dtype=torch.uint8)
 
 
@@ -37,7 +34,7 @@ def refusal(view: dict[str, Any], pad: int = 0) -> str:
 
 
 def message(what: str) -> str:
-    return f"metadata[{KEY!r}] entry for 'v': {what}; {ACCEPTED}"
+    return messages.record_entry("v", what)
 
 
 @pytest.mark.parametrize(
@@ -110,4 +107,4 @@ def empty_metadata(entry: dict[str, Any]) -> dict[str, str]:
 def test_a_bad_empty_entry_is_named(entry: dict[str, Any], what: str) -> None:
     with pytest.raises(ValueError) as info:
         compat.restore_aliases({"b": U8}, empty_metadata(entry))
-    assert str(info.value) == f"metadata[{KEY!r}] entry for 'e': {what}; {ACCEPTED}"
+    assert str(info.value) == messages.record_entry("e", what)

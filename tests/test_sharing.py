@@ -33,6 +33,7 @@ from tests.roundtrip import (
     saved_bytes,
 )
 from tests.strategies import base_tensor, cases
+from tests.upstream import cases as upstream
 
 # --- properties against the oracle ---------------------------------------------------------------
 
@@ -107,26 +108,20 @@ def test_storage_identity_is_stable_for_views_and_distinct_for_storages(backend:
 
 
 def test_b1_sweep_keeps_a_running_maximum(backend: str) -> None:
-    a = torch.rand(8, 10, 50, device="cpu").to(backend)
-    sd = {"a": a, "b": a[2:4], "c": a[4:6]}
+    sd = upstream.seed004(backend)
     assert compat.find_overlapping_tensors(sd) == [frozenset("abc")]
     assert compat.find_identical_tensors(sd) == []
 
 
-def fused_qkv(backend: str) -> dict[str, torch.Tensor]:
-    buf = torch.arange(12.0, device=backend)
-    return {"qkv": buf, "q": buf[0:4], "k": buf[4:8], "v": buf[8:12]}
-
-
 def test_b1_fused_qkv_keeps_the_buffer_and_views(backend: str) -> None:
-    sd = fused_qkv(backend)
+    sd = upstream.fused_qkv(backend)
     assert compat.find_overlapping_tensors(sd) == [frozenset(sd)]
     assert compat.find_overlapping_tensors({k: sd[k] for k in "qkv"}) == []
 
 
 @pytest.mark.with_data
 def test_b1_fused_qkv_is_saved_once_and_reloads_as_views(backend: str) -> None:
-    sd = fused_qkv(backend)
+    sd = upstream.fused_qkv(backend)
     to_save, metadata, restored = save_and_restore(sd)
     assert list(to_save) == ["qkv"]
     assert {metadata[n] for n in "qkv"} == {"qkv"}
@@ -136,12 +131,10 @@ def test_b1_fused_qkv_is_saved_once_and_reloads_as_views(backend: str) -> None:
 
 
 def unflattenable(backend: str) -> list[dict[str, torch.Tensor]]:
-    m = torch.arange(48.0, device=backend).view(6, 8)
-    x = torch.arange(10.0, device=backend)
     return [
-        {"a": m, "t": m.t()},
-        {"a": m[:, 1:3], "b": m[:, 4:6]},
-        {"x": x, "e": x[:6][None].expand(3, 6)},
+        upstream.transpose(backend),
+        upstream.column_slices(backend),
+        upstream.expanded(backend),
     ]
 
 
@@ -162,9 +155,7 @@ def test_b2_views_that_cannot_be_flattened_round_trip(backend: str) -> None:
 
 
 def interleaved(backend: str) -> list[dict[str, torch.Tensor]]:
-    x = torch.arange(10.0, device=backend)
-    m = torch.arange(20.0, device=backend).view(4, 5)
-    return [{"ev": x[::2], "od": x[1::2]}, {"ev": m[:, ::2], "od": m[:, 1::2]}]
+    return [upstream.interleaved(backend), upstream.interleaved_columns(backend)]
 
 
 def test_b3_interleaved_views_are_disjoint(backend: str) -> None:
@@ -180,20 +171,15 @@ def test_b3_interleaved_views_round_trip(backend: str) -> None:
         assert_round_trip(sd, restored, oracle.address_origins(sd))
 
 
-def stride0(backend: str) -> dict[str, torch.Tensor]:
-    z = torch.arange(4.0, device=backend)
-    return {"a": z.as_strided((4,), (0,)), "b": z}
-
-
 def test_b4_a_stride_0_view_is_not_identical_to_the_real_tensor(backend: str) -> None:
-    sd = stride0(backend)
+    sd = upstream.stride0(backend)
     assert compat.find_overlapping_tensors(sd) == [frozenset("ab")]
     assert compat.find_identical_tensors(sd) == []
 
 
 @pytest.mark.with_data
 def test_b4_a_stride_0_view_never_replaces_the_real_tensor(backend: str) -> None:
-    to_save, _, restored = save_and_restore(stride0(backend))
+    to_save, _, restored = save_and_restore(upstream.stride0(backend))
     assert list(to_save) == ["b"]  # the stride-0 view is not "complete"
     assert restored["b"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert restored["a"].tolist() == [0.0, 0.0, 0.0, 0.0]

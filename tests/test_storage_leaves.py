@@ -20,17 +20,14 @@ from torch.testing._internal.two_tensor import TwoTensor
 
 import compat
 from compat._storage import Leaves, storage_roots
+from tests import messages
 
 FINDERS = [
     compat.find_shared_tensors,
     compat.find_overlapping_tensors,
     compat.find_identical_tensors,
 ]
-ACCEPTED = (
-    "accepted: strided tensors (dense or any view, on any device, meta and fake included; "
-    "quantized, conjugate and negative-bit views too), and traceable wrapper subclasses "
-    "(TorchAO, DTensor) whose inner tensors are such tensors"
-)
+ACCEPTED = messages.STORAGE_ACCEPTED
 
 
 class _Holder(torch.Tensor):

@@ -1,7 +1,8 @@
 """Inputs shared by the drift probes (tests/drift) and the upstream-bug trackers (tests/upstream).
 
 The safetensors cases are the repros of bugs B1-B10 in docs/upstream-bugs.md; each builder
-returns a fresh state dict. ``Wrapper`` is a minimal traceable wrapper subclass (one inner
+returns a fresh state dict, on the cpu unless given a device (tests/test_sharing.py builds the
+B1-B4 cases on each backend of the cell: one definition of each case). ``Wrapper`` is a minimal traceable wrapper subclass (one inner
 tensor, like TorchAO's weights or DTensor) for observing torch's own ``Module._apply`` swap path
 without depending on TorchAO.
 """
@@ -37,15 +38,15 @@ def removals(found: dict[str, list[str]]) -> dict[str, list[str]]:
 # --- safetensors B-cases (dedup.md §1) ----------------------------------------------------------
 
 
-def seed004() -> StateDict:
+def seed004(device: str = "cpu") -> StateDict:
     """B1, the seed-004 case (safetensors PR #379's repro): ``{a, a[2:4], a[4:6]}``."""
-    a = torch.rand(8, 10, 50)
+    a = torch.rand(8, 10, 50, device=device)
     return {"a": a, "b": a[2:4], "c": a[4:6]}
 
 
-def fused_qkv() -> StateDict:
+def fused_qkv(device: str = "cpu") -> StateDict:
     """B1': a fused q/k/v buffer saved beside its three disjoint views."""
-    buf = torch.arange(12.0)
+    buf = torch.arange(12.0, device=device)
     return {"qkv": buf, "q": buf[0:4], "k": buf[4:8], "v": buf[8:12]}
 
 
@@ -55,39 +56,39 @@ def qkv_views() -> StateDict:
     return {"q": buf[0:4], "k": buf[4:8], "v": buf[8:12]}
 
 
-def transpose() -> StateDict:
+def transpose(device: str = "cpu") -> StateDict:
     """B2: a matrix and its transpose (not flattenable with ``view(-1)``)."""
-    m = torch.rand(4, 6)
+    m = torch.rand(4, 6, device=device)
     return {"a": m, "t": m.t()}
 
 
-def column_slices() -> StateDict:
+def column_slices(device: str = "cpu") -> StateDict:
     """B2: two disjoint column blocks of one matrix (not flattenable with ``view(-1)``)."""
-    m = torch.rand(4, 10)
+    m = torch.rand(4, 10, device=device)
     return {"a": m[:, 1:3], "b": m[:, 4:6]}
 
 
-def expanded() -> StateDict:
+def expanded(device: str = "cpu") -> StateDict:
     """B2: a buffer and a stride-0 expansion of its first half."""
-    x = torch.arange(12.0)
+    x = torch.arange(12.0, device=device)
     return {"x": x, "e": x[:6][None].expand(3, 6)}
 
 
-def interleaved() -> StateDict:
+def interleaved(device: str = "cpu") -> StateDict:
     """B3: even and odd elements of one vector: interleaved, disjoint."""
-    x = torch.arange(10.0)
+    x = torch.arange(10.0, device=device)
     return {"ev": x[::2], "od": x[1::2]}
 
 
-def interleaved_columns() -> StateDict:
+def interleaved_columns(device: str = "cpu") -> StateDict:
     """B3: even and odd columns of one matrix: interleaved, disjoint, flattenable."""
-    m = torch.rand(4, 6)
+    m = torch.rand(4, 6, device=device)
     return {"ev": m[:, ::2], "od": m[:, 1::2]}
 
 
-def stride0() -> StateDict:
+def stride0(device: str = "cpu") -> StateDict:
     """B4: a stride-0 view that reads only ``z[0]`` yet passes ``_is_complete``."""
-    z = torch.arange(4.0)
+    z = torch.arange(4.0, device=device)
     return {"a": z.as_strided((4,), (0,)), "b": z}
 
 

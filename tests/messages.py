@@ -1,0 +1,42 @@
+"""The expected texts of compat's refusals, built from compat's own message pieces (one source).
+
+A test still compares a whole message; the parts that every message of a kind shares (what is
+accepted, where the record lives) come from compat, so a wording change there is one edit in
+compat and none here. What a test states itself is the part it is about: which entry, which
+value, and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from compat import _messages, _record, _storage, device
+
+# what compat accepts where it refuses a device or a device index (compat/device.py)
+DEVICE_ACCEPTED = device._ACCEPTED
+# what compat accepts where it refuses a state dict's tensor (compat/_storage.py)
+STORAGE_ACCEPTED = _storage._ACCEPTED
+# what compat accepts where it refuses an entry of a file's alias record (compat/_record.py)
+RECORD_ACCEPTED = _record.ACCEPTED
+
+
+def shown(value: object) -> str:
+    """A bad value as every refusal shows it: its shortened repr, then its type
+    (``compat._messages.show``; tests/test_messages.py pins that form down)."""
+    return _messages.show(value)
+
+
+def record_entry(name: str, what: str) -> str:
+    """The whole refusal of entry ``name`` of a file's alias record: ``what`` is wrong with it."""
+    return f"metadata[{_record.METADATA_KEY!r}] entry for {name!r}: {what}; {RECORD_ACCEPTED}"
+
+
+def refusal(error: type[Exception], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """The message of the ``error`` that ``fn(*args, **kwargs)`` raises (the test fails if it
+    raises nothing or another kind)."""
+    with pytest.raises(error) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
