@@ -2,13 +2,12 @@
 its share of the cell's time is spent, whichever comes first, and a property the clock stopped
 is reported as such (never hidden, never a failure).
 
-Why: the nightly asks 10,000 examples per property, and a cell has one wall-clock limit for
-install and tests (matrix.toml ``cell_timeout_s``, 1,500 s). Measured on this project's 2-core
-machine, the default cell with 10,000 examples per property needs hours (``test_sharing.py``
-alone did not finish in 300 s), so every nightly cell ran past its limit and the night was red
-by timeout. Now the properties of a cell share :data:`SHARE` of the cell's limit, split evenly
-among the properties collected; the rest is for install, collection, the example-based tests
-and a rerun.
+Why: the nightly asks 10,000 examples per property, and a cell has one wall-clock limit for install
+and tests (matrix.toml ``cell_timeout_s``, 1,500 s). Measured on this project's 2-core machine, the
+default cell with 10,000 examples per property needs hours (``tests/sharing/test_sharing.py`` alone
+did not finish in 300 s), so every nightly cell ran past its limit and the night was red by timeout.
+Now the properties of a cell share :data:`SHARE` of the cell's limit, split evenly among the
+properties collected; the rest is for install, collection, the example-based tests and a rerun.
 
 The ``corner`` profile (a cell on a non-default Python, ``tests/profiles.py``) has an example
 budget instead, fixed and without a clock: each property draws

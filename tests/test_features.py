@@ -16,7 +16,7 @@ from compat import _features
 
 
 def test_privateuse1_name_is_none_until_renamed() -> None:
-    # this process never renames the backend (test_device.py does it in a subprocess)
+    # this process never renames the backend (tests/device/test_device.py does it in a subprocess)
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"
     assert _features.privateuse1_backend_name() is None
 

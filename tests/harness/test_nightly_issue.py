@@ -27,7 +27,7 @@ from tests.harness.test_workflows import jobs, uses, workflow
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
 RUN = "https://github.com/owner/compat-matrix/actions/runs/42"
-TEST = "tests/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
+TEST = "tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 
 
 def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:

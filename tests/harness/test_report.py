@@ -308,7 +308,7 @@ def wide_run(reports: Path) -> Run:
             counts={"passed": 230, "failed": 1, "xfailed": 9, "skipped": 4},
             reason=("inconsistent evidence: " + "junit.xml lists 0 tests " * 6) if i % 4 else "",
             log_tail="\n".join(f"line {n} " + "y" * 300 for n in range(5)),
-            failures=[{"nodeid": "tests/test_sharing.py::test_" + "z" * 150, "outcome": "failed", "message": long_message}],
+            failures=[{"nodeid": "tests/sharing/test_sharing.py::test_" + "z" * 150, "outcome": "failed", "message": long_message}],
             installed={"torch": cell.torch.pin, "torchao": cell.torchao.pin},
             torchao_cpp=True,
             controls=controls,

@@ -1,10 +1,10 @@
 """Inputs shared by the drift probes (tests/drift) and the upstream-bug trackers (tests/upstream).
 
-The safetensors cases are the repros of bugs B1-B10 in docs/upstream-bugs.md; each builder
-returns a fresh state dict, on the cpu unless given a device (tests/test_sharing.py builds the
-B1-B4 cases on each backend of the cell: one definition of each case). ``Wrapper`` is a minimal traceable wrapper subclass (one inner
-tensor, like TorchAO's weights or DTensor) for observing torch's own ``Module._apply`` swap path
-without depending on TorchAO.
+The safetensors cases are the repros of bugs B1-B10 in docs/upstream-bugs.md; each builder returns a
+fresh state dict, on the cpu unless given a device (tests/sharing/test_sharing.py builds the B1-B4
+cases on each backend of the cell: one definition of each case). ``Wrapper`` is a minimal traceable
+wrapper subclass (one inner tensor, like TorchAO's weights or DTensor) for observing torch's own
+``Module._apply`` swap path without depending on TorchAO.
 """
 
 from __future__ import annotations

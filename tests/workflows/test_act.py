@@ -20,7 +20,7 @@ from tests.workflows.conftest import TIMES
 
 CELL = "torch2.6-ao0.8-cpu"
 OTHER = "torch2.6-ao0.7-cpu"
-REGRESSED = "tests/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
+REGRESSED = "tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 PR = {
     "repository": "huggingface/safetensors",
     "number": 1234,

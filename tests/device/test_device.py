@@ -1,7 +1,13 @@
 """compat.device: one device meaning on every torch version (issue 3).
 
 Every assertion here is meant to hold identically on every torch version of the matrix; what torch
-itself does per version is recorded separately in test_device_guards.py.
+itself does per version is recorded separately in tests/device/test_guards.py, and the accelerator
+branches a CPU runner cannot reach are driven on pretend backends in
+tests/device/test_accelerators.py.
+
+The last section pins the refusals of values that look like devices, with their whole message: a
+value refused by its type must be refused for the right reason, and say it, so a check that
+refuses for another reason (or accepts) fails there.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from compat import (
     for_safetensors,
     normalize_device,
 )
+from tests import messages
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Phrases from torch's own device errors: our messages must never carry them.
 TORCH_PHRASES = ("Expected one of", "Invalid device string", "Cannot access accelerator", "NVIDIA")
@@ -55,6 +62,7 @@ def torch_knows(type_: str) -> bool:
 INDEXED_TYPES = [
     t for t in ("cuda", "xpu", "hpu", "xla", "mtia", "ipu", "hip", "ve", "lazy") if torch_knows(t)
 ]
+
 SINGLE_TYPES = ["cpu", "meta", "mps"]
 
 
@@ -801,3 +809,31 @@ def test_renamed_privateuse1_in_subprocess(renamed_process: dict[str, Any]) -> N
 def test_default_device_honours_set_default_device(renamed_process: dict[str, Any]) -> None:
     assert renamed_process["default_set"] == "meta"
     assert renamed_process["default_set_then_with"] == "cpu"
+
+
+# === Values that look like devices, refused with their whole message ==============================
+
+BOOL = (
+    "a bool is not a device (torch would read True as index 1, and Tensor.to(True) casts to "
+    "torch.bool); got "
+)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(True)], ids=["bool", "numpy-bool"])
+def test_bools_python_or_numpy_are_refused_as_bools(value: object) -> None:
+    """NumPy bools are no numbers.Integral, yet they get the bool message, not the generic one."""
+    shown = messages.shown(value)
+    with pytest.raises(TypeError) as info:
+        normalize_device(value)  # type: ignore[arg-type]
+    assert str(info.value).startswith(BOOL + shown + "; accepted: None, a torch.device")
+
+
+@pytest.mark.parametrize("value", [1, np.int64(1), "1"], ids=["int", "numpy-int", "numeric-str"])
+def test_an_index_of_a_single_device_type_names_the_value_handed_in(value: object) -> None:
+    """The int, numpy-int and numeric-string paths each name the very value in the refusal."""
+    shown = messages.shown(value)
+    with pytest.raises(ValueError) as info:
+        normalize_device(value, accelerator="cpu")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        f"'cpu' has a single device, so index 1 in {shown} is invalid; accepted: 'cpu' or 'cpu:0'"
+    )

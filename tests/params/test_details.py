@@ -1,6 +1,6 @@
 """compat.set_module_tensor's less travelled paths, pinned one by one.
 
-What this file pins (tests/test_params.py covers the common subjects and moves):
+What this file pins (tests/params/test_params.py covers the common subjects and moves):
 
 * the whole text of every error message: unknown names and submodules (with the listed examples),
   bad ``name`` / ``dtype`` / ``value`` types, a refused ``.to()`` (and when the meta hint is

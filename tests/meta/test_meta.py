@@ -20,7 +20,7 @@ from torch import nn
 
 import compat
 from tests import torchao_api
-from tests.test_params import get
+from tests.params.test_params import get
 
 # --- module_devices / is_meta_module --------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The record-level refusals of ``compat.restore_aliases``, message by message.
 
-``tests/test_record_paths.py`` pins the checks of one view or quantizer; this file pins what is
+``tests/record/test_fields.py`` pins the checks of one view or quantizer; this file pins what is
 checked around them, each with a hand-made record: the metadata mapping and the record's JSON
 text, the format version and which sections it may hold, the stored tensors (names, types,
 reserved prefixes), the ``qparams`` list, the bases (pad, ``synthetic``, bits, shape), names

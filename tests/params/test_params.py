@@ -25,7 +25,7 @@ from torch import nn
 import compat
 from tests import torchao_api
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- helpers -------------------------------------------------------------------------------------

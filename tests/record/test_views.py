@@ -2,7 +2,7 @@
 the largest view, sub-byte views that do not fit, offsets aligned only together with their base's
 pad, and empty entries with a bad dtype, shape or bit.
 
-These are the limits ``tests/test_record_paths.py`` and ``tests/test_record_parse.py`` do not
+These are the limits ``tests/record/test_fields.py`` and ``tests/record/test_record.py`` do not
 reach.
 """
 

@@ -1,0 +1,1 @@
+"""compat.meta: detecting meta modules, init_on_device and materialize."""

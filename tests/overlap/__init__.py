@@ -1,0 +1,1 @@
+"""compat._overlap and compat._intervals: which bytes two views share, decided exactly."""

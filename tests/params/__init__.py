@@ -1,0 +1,1 @@
+"""compat.params: set_module_tensor and tied_parameters."""

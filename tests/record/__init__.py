@@ -1,0 +1,1 @@
+"""compat._record: the alias record a saved file carries, read as untrusted input."""
