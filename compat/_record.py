@@ -331,6 +331,59 @@ def _no_constant(text: str) -> NoReturn:
 
 def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None) -> Record | None:
     """The validated record of ``metadata``, or None when there is none (a plain file)."""
+    record = _load(tensors, metadata)
+    if record is None:
+        return None
+    version: int = record["version"]
+    p = _Parser(tensors)
+    sections = {"aliases", "views", "bases", "empty", *(("qparams",) if version >= 2 else ())}
+    p.obj(METADATA_KEY, record, {"version"}, frozenset(sections))
+    for name, t in tensors.items():
+        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
+            raise bad(str(name), f"the stored value {show(t)} is not a str -> torch.Tensor entry")
+        if name == METADATA_KEY:
+            raise bad(name, "a stored tensor uses the record's own key")
+    _parse_qparams(p, record.get("qparams", []))
+    section = {}
+    for key in ("aliases", "views", "bases", "empty"):
+        value = record.get(key, {})
+        if not isinstance(value, dict):
+            raise bad(METADATA_KEY, f"{key!r} is not an object")
+        section[key] = value
+    bases = _parse_bases(p, section["bases"])
+    written: set[str] = set()
+    views: dict[str, View] = {}
+    for name, value in section["views"].items():
+        _new_name(p, written, name)
+        views[name] = _parse_view(p, name, value, version, bases)
+    aliases: dict[str, str] = {}
+    for name, target in section["aliases"].items():
+        _new_name(p, written, name)
+        saved = isinstance(target, str) and target in tensors and not is_reserved(target)
+        if not saved and not (isinstance(target, str) and target in views):
+            p.fail(name, f"alias target {show(target)} is not a stored or rebuilt name")
+        aliases[name] = target
+    empty: dict[str, Empty] = {}
+    for name, value in section["empty"].items():
+        _new_name(p, written, name)
+        optional = frozenset({"conj", "neg", "quant"} if version >= 2 else ())
+        spec = p.obj(name, value, {"dtype", "shape"}, optional)
+        dtype = p.dtype(name, spec["dtype"])
+        shape = p.dims(name, "shape", spec["shape"])
+        if 0 not in shape:
+            p.fail(name, f"an empty entry has shape {list(shape)}, which holds elements")
+        empty[name] = Empty(dtype, shape, p.bits(name, spec, dtype, shape))
+    unused = p.qparams - p.used_qparams
+    if unused:
+        raise bad(min(unused), "a listed qparams tensor is used by no quantized entry")
+    return Record(bases, views, aliases, empty, sorted(p.qparams))
+
+
+def _load(
+    tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None
+) -> dict[str, Any] | None:
+    """The record's JSON object with a readable ``version``, or None for a plain file (one
+    without a record and without reserved names)."""
     if metadata is not None and not isinstance(metadata, Mapping):
         raise bad(METADATA_KEY, f"metadata {show(metadata)} is not a mapping of str -> str")
     if metadata is None or METADATA_KEY not in metadata:
@@ -353,16 +406,11 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     version = record.get("version")
     if type(version) is not int or version not in _READABLE:
         raise bad(METADATA_KEY, f"format version {show(version)} is not one of {_READABLE}")
-    p = _Parser(tensors)
-    sections = {"aliases", "views", "bases", "empty", *(("qparams",) if version >= 2 else ())}
-    p.obj(METADATA_KEY, record, {"version"}, frozenset(sections))
-    for name, t in tensors.items():
-        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
-            raise bad(str(name), f"the stored value {show(t)} is not a str -> torch.Tensor entry")
-        if name == METADATA_KEY:
-            raise bad(name, "a stored tensor uses the record's own key")
+    return record
 
-    qparams = record.get("qparams", [])
+
+def _parse_qparams(p: _Parser, qparams: object) -> None:
+    """The ``qparams`` list: each a new name with the qparams prefix, of a stored tensor."""
     if not isinstance(qparams, list):
         raise bad(METADATA_KEY, f"qparams {show(qparams)} is not a list")
     for ref in qparams:
@@ -371,15 +419,12 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
         p.tensor(ref, "qparams tensor")
         p.qparams.add(ref)
 
-    section = {}
-    for key in ("aliases", "views", "bases", "empty"):
-        value = record.get(key, {})
-        if not isinstance(value, dict):
-            raise bad(METADATA_KEY, f"{key!r} is not an object")
-        section[key] = value
 
+def _parse_bases(p: _Parser, entries: dict[str, Any]) -> dict[str, tuple[int, bool]]:
+    """Each base's (pad, synthetic); then no stored tensor with a reserved prefix is unlisted."""
+    tensors = p.tensors
     bases: dict[str, tuple[int, bool]] = {}
-    for name, info in section["bases"].items():
+    for name, info in entries.items():
         base = p.tensor(name, "base tensor")
         spec = p.obj(name, info, {"pad"}, frozenset({"synthetic"}))
         pad = p.int_(name, "pad", spec["pad"], 0, ALIGN - 1)
@@ -398,75 +443,54 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
             raise bad(name, "a stored buffer with the reserved base prefix is not a listed base")
         if name.startswith(QPARAMS_PREFIX) and name not in p.qparams:
             raise bad(name, "a stored tensor with the reserved qparams prefix is not listed")
+    return bases
 
-    written: set[str] = set()
 
-    def new_name(name: str) -> None:
-        if is_reserved(name):
-            p.fail(name, "a rebuilt name uses a reserved prefix")
-        if name in tensors:
-            p.fail(name, "the entry would overwrite a stored tensor of that name")
-        if name in written:
-            p.fail(name, "the name is written twice (in two sections)")
-        written.add(name)
+def _new_name(p: _Parser, written: set[str], name: str) -> None:
+    """``name`` may be rebuilt: not reserved, not stored, not rebuilt by another entry."""
+    if is_reserved(name):
+        p.fail(name, "a rebuilt name uses a reserved prefix")
+    if name in p.tensors:
+        p.fail(name, "the entry would overwrite a stored tensor of that name")
+    if name in written:
+        p.fail(name, "the name is written twice (in two sections)")
+    written.add(name)
 
-    views: dict[str, View] = {}
-    for name, value in section["views"].items():
-        new_name(name)
-        optional = frozenset({"conj", "neg", "quant"} if version >= 2 else ())
-        spec = p.obj(name, value, {"base", "offset", "dtype", "shape", "stride"}, optional)
-        base_name = spec["base"]
-        if not isinstance(base_name, str) or base_name not in bases:
-            p.fail(name, f"base {show(base_name)} is not a listed base")
-        dtype = p.dtype(name, spec["dtype"])
-        shape = p.dims(name, "shape", spec["shape"])
-        stride = p.dims(name, "stride", spec["stride"])
-        base = tensors[base_name]
-        nbytes = base.numel() * base.element_size()
-        offset = p.int_(name, "offset", spec["offset"], 0, nbytes)
-        if len(shape) != len(stride):
-            p.fail(name, f"shape {list(shape)} and stride {list(stride)} differ in length")
-        numel = math.prod(shape)
-        if not 0 < numel <= _MAX_NUMEL:
-            p.fail(name, f"shape {list(shape)} holds {numel} elements; a view holds 1..2**63-1")
-        bits = p.bits(name, spec, dtype, shape)
-        e = QUANT_STORAGE.get(dtype, dtype).itemsize
-        sub_byte = _features.SUB_BYTE_BITS.get(dtype)
-        if sub_byte is None:
-            end = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) * e + e
-        else:
-            if not _is_contiguous(shape, stride):
-                p.fail(name, f"a {dtype} view must be contiguous, not strides {list(stride)}")
-            end = offset + -(-numel * sub_byte // 8)
-        if end > nbytes:
-            p.fail(name, f"the view (bytes {offset}..{end}) does not fit its {nbytes}-byte base")
-        if (bases[base_name][0] + offset) % e:
-            p.fail(name, f"byte offset {offset} is not a multiple of {dtype}'s {e} bytes")
-        views[name] = View(base_name, offset, dtype, shape, stride, bits)
 
-    aliases: dict[str, str] = {}
-    for name, target in section["aliases"].items():
-        new_name(name)
-        saved = isinstance(target, str) and target in tensors and not is_reserved(target)
-        if not saved and not (isinstance(target, str) and target in views):
-            p.fail(name, f"alias target {show(target)} is not a stored or rebuilt name")
-        aliases[name] = target
-
-    empty: dict[str, Empty] = {}
-    for name, value in section["empty"].items():
-        new_name(name)
-        optional = frozenset({"conj", "neg", "quant"} if version >= 2 else ())
-        spec = p.obj(name, value, {"dtype", "shape"}, optional)
-        dtype = p.dtype(name, spec["dtype"])
-        shape = p.dims(name, "shape", spec["shape"])
-        if 0 not in shape:
-            p.fail(name, f"an empty entry has shape {list(shape)}, which holds elements")
-        empty[name] = Empty(dtype, shape, p.bits(name, spec, dtype, shape))
-
-    unused = p.qparams - p.used_qparams
-    if unused:
-        raise bad(min(unused), "a listed qparams tensor is used by no quantized entry")
-    return Record(bases, views, aliases, empty, sorted(p.qparams))
+def _parse_view(
+    p: _Parser, name: str, value: object, version: int, bases: dict[str, tuple[int, bool]]
+) -> View:
+    """One view entry, checked to read only bytes of its base, at an offset its dtype allows."""
+    optional = frozenset({"conj", "neg", "quant"} if version >= 2 else ())
+    spec = p.obj(name, value, {"base", "offset", "dtype", "shape", "stride"}, optional)
+    base_name = spec["base"]
+    if not isinstance(base_name, str) or base_name not in bases:
+        p.fail(name, f"base {show(base_name)} is not a listed base")
+    dtype = p.dtype(name, spec["dtype"])
+    shape = p.dims(name, "shape", spec["shape"])
+    stride = p.dims(name, "stride", spec["stride"])
+    base = p.tensors[base_name]
+    nbytes = base.numel() * base.element_size()
+    offset = p.int_(name, "offset", spec["offset"], 0, nbytes)
+    if len(shape) != len(stride):
+        p.fail(name, f"shape {list(shape)} and stride {list(stride)} differ in length")
+    numel = math.prod(shape)
+    if not 0 < numel <= _MAX_NUMEL:
+        p.fail(name, f"shape {list(shape)} holds {numel} elements; a view holds 1..2**63-1")
+    bits = p.bits(name, spec, dtype, shape)
+    e = QUANT_STORAGE.get(dtype, dtype).itemsize
+    sub_byte = _features.SUB_BYTE_BITS.get(dtype)
+    if sub_byte is None:
+        end = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) * e + e
+    else:
+        if not _is_contiguous(shape, stride):
+            p.fail(name, f"a {dtype} view must be contiguous, not strides {list(stride)}")
+        end = offset + -(-numel * sub_byte // 8)
+    if end > nbytes:
+        p.fail(name, f"the view (bytes {offset}..{end}) does not fit its {nbytes}-byte base")
+    if (bases[base_name][0] + offset) % e:
+        p.fail(name, f"byte offset {offset} is not a multiple of {dtype}'s {e} bytes")
+    return View(base_name, offset, dtype, shape, stride, bits)
 
 
 def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:

@@ -127,34 +127,78 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
             f"expected a mapping of str -> torch.Tensor (a state dict), got {type_name(tensors)}"
         )
     out = Leaves()
+    stores = _Storages(out)
     names, leaf_tensors, storage = out.names, out.tensors, out.storage
-    st_ptr, st_nbytes, st_device, st_external = (
-        out.st_ptr,
-        out.st_nbytes,
-        out.st_device,
-        out.st_external,
-    )
-    cdata_index: dict[int, int] = {}
-    repeated = out.repeated
-    tensor_type, parameter_type, strided = torch.Tensor, torch.nn.Parameter, torch.strided
+    cdata_index, repeated = stores.index, out.repeated
+    tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
+    for key, value in tensors.items():
+        if not isinstance(key, str):
+            raise TypeError(f"key {show(key)} is not a str; accepted: str keys only")
+        cls = type(value)
+        if cls is not tensor_type and cls is not parameter_type:
+            _collect_subclass(out, stores, key, value, allow_subclasses)
+            continue
+        if value.is_nested:  # nested tensors report a strided layout and a storage
+            raise layout_error(key, value)
+        try:  # _Storages.slow inlined, for the common case: a new or a known storage
+            st = value.untyped_storage()
+            cdata = st._cdata
+            found = cdata_index.get(cdata)
+            if found is None:
+                device = st.device
+                # A meta storage (meta tensors, and fake tensors, whose storage is meta on
+                # every supported torch) has no address; asking a fake one warns on 2.4-2.6.
+                meta = device.type == "meta"
+                ptr = 0 if meta else st.data_ptr()
+                nbytes = st.nbytes()
+                ext = not meta and not st.resizable()
+        except Exception:
+            sid = stores.slow(value, key)
+        else:
+            if found is None:
+                sid = stores.add(cdata, device, ptr, nbytes, ext)
+            else:
+                sid = found
+                repeated.add(sid)
+        if out.flattened:
+            out.owner.append(len(names))
+            out.paths.append("")
+            out.outer.append(None)
+        names.append(key)
+        leaf_tensors.append(value)
+        storage.append(sid)
+    out.finish()
+    return out
 
-    def add_storage(cdata: int, device: torch.device, ptr: int, nbytes: int, ext: bool) -> int:
-        sid = len(st_ptr)
-        cdata_index[cdata] = sid
-        st_device.append(device)
-        st_ptr.append(ptr)
-        st_nbytes.append(nbytes)
-        st_external.append(ext)
+
+class _Storages:
+    """The storages of a :class:`Leaves` being filled, keyed by ``StorageImpl`` address."""
+
+    __slots__ = ("index", "out")
+
+    def __init__(self, out: Leaves) -> None:
+        self.out = out
+        self.index: dict[int, int] = {}  # _cdata -> index into out.st_*
+
+    def add(self, cdata: int, device: torch.device, ptr: int, nbytes: int, ext: bool) -> int:
+        out = self.out
+        sid = len(out.st_ptr)
+        self.index[cdata] = sid
+        out.st_device.append(device)
+        out.st_ptr.append(ptr)
+        out.st_nbytes.append(nbytes)
+        out.st_external.append(ext)
         return sid
 
-    def slow_storage(tensor: torch.Tensor, where: str) -> int:
+    def slow(self, tensor: torch.Tensor, where: str) -> int:
         """A leaf's storage the careful way: a ZeroTensor, or a clear error, when torch refuses."""
+        out = self.out
         try:
             st = tensor.untyped_storage()
             cdata: int = st._cdata
-            found = cdata_index.get(cdata)
+            found = self.index.get(cdata)
             if found is not None:
-                repeated.add(found)
+                out.repeated.add(found)
                 return found
             device = st.device
             meta = device.type == "meta"
@@ -162,7 +206,7 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
             nbytes = st.nbytes()
             ext = not meta and not st.resizable()
         except Exception as exc:
-            if tensor.layout is not strided:
+            if tensor.layout is not torch.strided:
                 raise layout_error(where, tensor) from exc
             if not tensor._is_zerotensor():
                 raise TypeError(
@@ -171,82 +215,52 @@ def collect(tensors: Mapping[str, torch.Tensor], *, allow_subclasses: bool = Tru
                     f"{_ACCEPTED} ({type(exc).__name__}: {exc})"
                 ) from exc
             # A ZeroTensor reads zeros without any memory: a storage of its own, holding nothing.
-            out.zeros.append(len(storage))
-            return add_storage(-1 - len(storage), tensor.device, 0, 0, False)
-        return add_storage(cdata, device, ptr, nbytes, ext)
+            out.zeros.append(len(out.storage))
+            return self.add(-1 - len(out.storage), tensor.device, 0, 0, False)
+        return self.add(cdata, device, ptr, nbytes, ext)
 
-    for key, value in tensors.items():
-        if not isinstance(key, str):
-            raise TypeError(f"key {show(key)} is not a str; accepted: str keys only")
-        cls = type(value)
-        if cls is tensor_type or cls is parameter_type:
-            if value.is_nested:  # nested tensors report a strided layout and a storage
-                raise layout_error(key, value)
-            try:  # slow_storage inlined, for the common case: a new or a known storage
-                st = value.untyped_storage()
-                cdata = st._cdata
-                found = cdata_index.get(cdata)
-                if found is None:
-                    device = st.device
-                    # A meta storage (meta tensors, and fake tensors, whose storage is meta on
-                    # every supported torch) has no address; asking a fake one warns on 2.4-2.6.
-                    meta = device.type == "meta"
-                    ptr = 0 if meta else st.data_ptr()
-                    nbytes = st.nbytes()
-                    ext = not meta and not st.resizable()
-            except Exception:
-                sid = slow_storage(value, key)
-            else:
-                if found is None:
-                    sid = add_storage(cdata, device, ptr, nbytes, ext)
-                else:
-                    sid = found
-                    repeated.add(sid)
-            if out.flattened:
-                out.owner.append(len(names))
-                out.paths.append("")
-                out.outer.append(None)
-            names.append(key)
-            leaf_tensors.append(value)
-            storage.append(sid)
-            continue
-        if not isinstance(value, torch.Tensor):
+
+def _collect_subclass(
+    out: Leaves, stores: _Storages, key: str, value: object, allow_subclasses: bool
+) -> None:
+    """Add the leaves of a value that is not a plain tensor or parameter: a tensor subclass (its
+    inner tensors when it is a traceable wrapper), else TypeError naming the key."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"key {key!r} holds a {type_name(value)}; accepted: torch.Tensor values (plain "
+            "tensors, parameters, or wrapper subclasses that implement __tensor_flatten__)"
+        )
+    if value.layout is not torch.strided or value.is_nested:  # e.g. a jagged NestedTensor
+        raise layout_error(key, value)
+    pending: list[tuple[torch.Tensor, str]] = []
+    if is_traceable_wrapper_subclass(value):
+        if not allow_subclasses:
+            name = type(value).__name__
             raise TypeError(
-                f"key {key!r} holds a {type_name(value)}; accepted: torch.Tensor values (plain "
-                "tensors, parameters, or wrapper subclasses that implement __tensor_flatten__)"
+                f"key {key!r} holds a {name}, a tensor subclass whose data lives in "
+                "inner tensors; a safetensors file holds plain tensors only and rebuilding "
+                f"this {name} needs its Python context, so it cannot be saved "
+                "losslessly here. Accepted: plain tensors (save the subclass's inner tensors, "
+                "from __tensor_flatten__(), under names of your own)"
             )
-        if value.layout is not strided or value.is_nested:  # e.g. a jagged NestedTensor
-            raise layout_error(key, value)
-        pending: list[tuple[torch.Tensor, str]] = []
-        if is_traceable_wrapper_subclass(value):
-            if not allow_subclasses:
-                raise TypeError(
-                    f"key {key!r} holds a {cls.__name__}, a tensor subclass whose data lives in "
-                    "inner tensors; a safetensors file holds plain tensors only and rebuilding "
-                    f"this {cls.__name__} needs its Python context, so it cannot be saved "
-                    "losslessly here. Accepted: plain tensors (save the subclass's inner tensors, "
-                    "from __tensor_flatten__(), under names of your own)"
-                )
-            descriptor: tuple[Any, ...] | None = _flatten_into(key, value, "", pending)
-            out.flatten()
-        else:
-            descriptor = None
-            pending.append((value, ""))
-        index = len(names)
-        names.append(key)
+        descriptor: tuple[Any, ...] | None = _flatten_into(key, value, "", pending)
+        out.flatten()
+    else:
+        descriptor = None
+        pending.append((value, ""))
+    index = len(out.names)
+    out.names.append(key)
+    if out.flattened:
+        out.outer.append(descriptor)
+    for tensor, path in pending:
+        where = f"{key}/{path}" if path else key
+        if tensor.is_nested:
+            raise layout_error(where, tensor)
         if out.flattened:
-            out.outer.append(descriptor)
-        for tensor, path in pending:
-            where = f"{key}/{path}" if path else key
-            if tensor.is_nested:
-                raise layout_error(where, tensor)
-            if out.flattened:
-                out.owner.append(index)
-                out.paths.append(path)
-            storage.append(slow_storage(tensor, where))
-            leaf_tensors.append(tensor)
-    out.finish()
-    return out
+            out.owner.append(index)
+            out.paths.append(path)
+        out.storage.append(stores.slow(tensor, where))
+        out.tensors.append(tensor)
 
 
 def _flatten_into(

@@ -383,21 +383,91 @@ def materialize(
             f"materialize needs a real device; got {device!r}; accepted: a device with storage "
             "such as 'cpu', 'cuda:0' or an accelerator index"
         )
-    values: dict[str, torch.Tensor] = {}
-    if state_dict is not None:
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(
-                "state_dict must be a mapping of names to tensors (or None); got "
-                f"{type_name(state_dict)}"
-            )
-        for key, tensor in state_dict.items():
-            if not isinstance(key, str) or not isinstance(tensor, torch.Tensor):
-                raise TypeError(
-                    f"state_dict entries must map str names to tensors; got {key!r} -> "
-                    f"{type_name(tensor)}"
-                )
-            values[key] = tensor
+    values = _state_values(state_dict)
+    steps = _plan(module, values, strict)
+    # Build every replacement before touching the module.
+    built: list[tuple[_Group, _params.Move]] = []
+    for step in steps:
+        move = step.build(dev)
+        if move is not None:
+            built.append((step.group, move))
+    for g, move in built:
+        registries = [(registry, leaf) for _m, leaf, registry in g.owners]
+        g.tensor = move.install(module, registries)
+    # Initialise, one call per initialising module, in module order.
+    order: dict[int, tuple[nn.Module, list[_Group]]] = {}
+    for step in steps:
+        if isinstance(step, _Init) and step.initialiser is not None:
+            order.setdefault(id(step.initialiser), (step.initialiser, []))[1].append(step.group)
+    for owner, assigned in order.values():
+        _run_initialiser(owner, assigned)
+    return module
 
+
+def _state_values(state_dict: Mapping[str, torch.Tensor] | None) -> dict[str, torch.Tensor]:
+    """``state_dict`` as a dict, each entry checked to map a str to a tensor (TypeError if not)."""
+    values: dict[str, torch.Tensor] = {}
+    if state_dict is None:
+        return values
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            "state_dict must be a mapping of names to tensors (or None); got "
+            f"{type_name(state_dict)}"
+        )
+    for key, tensor in state_dict.items():
+        if not isinstance(key, str) or not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"state_dict entries must map str names to tensors; got {key!r} -> "
+                f"{type_name(tensor)}"
+            )
+        values[key] = tensor
+    return values
+
+
+@dataclass(frozen=True)
+class _Install:
+    """Step: the group takes a value of ``state_dict``."""
+
+    group: _Group
+    value: torch.Tensor
+
+    def build(self, dev: torch.device) -> _params.Move | None:
+        g = self.group
+        return _params.plan_move(g.names[0], g.kind, g.tensor, self.value, dev)
+
+
+@dataclass(frozen=True)
+class _Keep:
+    """Step: a real tensor keeps its values and moves to the device."""
+
+    group: _Group
+
+    def build(self, dev: torch.device) -> _params.Move | None:
+        g = self.group
+        return _params.plan_move(g.names[0], g.kind, g.tensor, g.tensor, dev)
+
+
+@dataclass(frozen=True)
+class _Init:
+    """Step: a meta tensor gets fresh storage, then ``initialiser.reset_parameters()`` (None: no
+    module registering it has one, left as ``torch.empty`` made it)."""
+
+    group: _Group
+    initialiser: nn.Module | None
+
+    def build(self, dev: torch.device) -> _params.Move | None:
+        g = self.group
+        empty = torch.empty(g.tensor.shape, dtype=g.tensor.dtype, device=dev)
+        return _params.plan_move(g.names[0], g.kind, g.tensor, empty, None)
+
+
+_Step = _Install | _Keep | _Init
+
+
+def _plan(module: nn.Module, values: dict[str, torch.Tensor], strict: bool) -> list[_Step]:
+    """What each tensor of ``module`` becomes, in module order, validated before anything is
+    built: ValueError for an unknown key (``strict``), a value of the wrong shape, a meta wrapper
+    subclass without a value, or a meta tensor nothing initialises (``strict``)."""
     groups = _groups(module)
     known = {name for g in groups for name in g.names}
     unexpected = [k for k in values if k not in known]
@@ -407,11 +477,8 @@ def materialize(
             f"{_listing(unexpected)}; accepted: names such as {_listing(sorted(known), 4)} (or "
             "pass strict=False to ignore them)"
         )
-
-    # Plan: what each group becomes, validated before anything is built.
-    plan: list[tuple[_Group, str, torch.Tensor | None]] = []
+    steps: list[_Step] = []
     uninitialisable: list[str] = []
-    initialiser: dict[int, nn.Module] = {}
     for g in groups:
         given = [n for n in g.names if n in values]
         if given:
@@ -422,9 +489,9 @@ def materialize(
                     f"has shape {tuple(g.tensor.shape)}; accepted: a tensor of shape "
                     f"{tuple(g.tensor.shape)}"
                 )
-            plan.append((g, "value", value))
+            steps.append(_Install(g, value))
         elif g.tensor.device.type != "meta":
-            plan.append((g, "keep", None))
+            steps.append(_Keep(g))
         else:
             if not _params.allocatable(g.tensor):
                 raise ValueError(
@@ -437,9 +504,7 @@ def materialize(
             )
             if owner is None:
                 uninitialisable.extend(g.names)
-            else:
-                initialiser[id(g)] = owner
-            plan.append((g, "init", None))
+            steps.append(_Init(g, owner))
     if strict and uninitialisable:
         raise ValueError(
             f"materialize cannot initialise {_listing(uninitialisable)}: they are on meta, absent "
@@ -447,33 +512,4 @@ def materialize(
             "accepted: supply them in state_dict, give their module a reset_parameters(), or pass "
             "strict=False to leave them uninitialised"
         )
-
-    # Build every replacement before touching the module.
-    built: list[tuple[_Group, _params.Move]] = []
-    for g, how, given_value in plan:
-        name = g.names[0]
-        move: _params.Move | None
-        if how == "value":
-            assert given_value is not None
-            move = _params.plan_move(name, g.kind, g.tensor, given_value, dev)
-        elif how == "keep":
-            move = _params.plan_move(name, g.kind, g.tensor, g.tensor, dev)
-        else:
-            empty = torch.empty(g.tensor.shape, dtype=g.tensor.dtype, device=dev)
-            move = _params.plan_move(name, g.kind, g.tensor, empty, None)
-        if move is not None:
-            built.append((g, move))
-
-    for g, move in built:
-        registries = [(registry, leaf) for _m, leaf, registry in g.owners]
-        g.tensor = move.install(module, registries)
-
-    # Initialise, one call per initialising module, in module order.
-    order: dict[int, tuple[nn.Module, list[_Group]]] = {}
-    for g, how, _value in plan:
-        owner = initialiser.get(id(g))
-        if how == "init" and owner is not None:
-            order.setdefault(id(owner), (owner, []))[1].append(g)
-    for owner, assigned in order.values():
-        _run_initialiser(owner, assigned)
-    return module
+    return steps
