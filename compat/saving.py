@@ -79,25 +79,17 @@ class _Region:
         self.bytes_only = False  # no member can be its base: its bytes are saved instead
 
 
-class _Plan:
-    """What :func:`dedup_for_save` writes, filled in by its steps."""
+class _Planner:
+    """Where every leaf goes, decided before anything is written: which names are kept, which
+    overlap components are saved as one tensor and which need a covering base (a region), and
+    the pad of each base. Reads the leaves; writes nothing."""
 
     def __init__(self, leaves: Leaves, tensors: list[torch.Tensor], rank: dict[str, int]) -> None:
         self.leaves = leaves
         self.tensors = tensors
         self.names = leaves.names
         self.rank = rank
-        self.to_save: dict[str, torch.Tensor] = {}
-        self.aliases: dict[str, str] = {}
-        # Record entries as JSON text (no objects kept per entry), and each view's base.
-        self.views: dict[str, str] = {}
-        self.view_base: dict[str, str] = {}
-        self.bases: dict[str, str] = {}
-        self.empty: dict[str, str] = {}
-        self.qparams: list[str] = []
-        self.qparam_names: dict[tuple[Any, ...], str] = {}
         self.bits: dict[int, Bits] = {}
-        self._synthetic = 0  # bases named __alias_base__/<i> so far
 
     def pick(self, leaves: Iterable[int]) -> int:
         """The name to keep: the first of ``preferred``, else the smallest."""
@@ -117,66 +109,6 @@ class _Plan:
     def plain(self, g: Geom) -> bool:
         """Saved as itself, a plain safetensors load then reading its values right."""
         return g.shape.dtype in _SAVABLE and self.bits_of(g.leaf).plain
-
-    def store_qparam(self, t: torch.Tensor) -> str:
-        """Save per-channel scales or zero points once per distinct value, in a storage of their
-        own (views of one quantized tensor share their quantizer's tensors).
-
-        Named by their values (a digest of dtype and bits), never by the order the entries came
-        in, so the same state dict in any order writes the same file."""
-        values = t.tolist()
-        key = (t.dtype, tuple(v.hex() if isinstance(v, float) else v for v in values))
-        name = self.qparam_names.get(key)
-        if name is None:
-            digest = hashlib.sha256(repr(key).encode()).hexdigest()
-            name = f"{QPARAMS_PREFIX}{digest[:16]}"
-            if name in self.to_save:  # another value sharing 64 bits of digest: all 256 of it
-                name = f"{QPARAMS_PREFIX}{digest}"
-            self.qparam_names[key] = name
-            self.qparams.append(name)
-            self.to_save[name] = t.detach().clone()
-        return name
-
-    def bits_fields(self, leaf: int) -> dict[str, Any]:
-        bits = self.bits_of(leaf)
-        fields: dict[str, Any] = {}
-        if bits.conj:
-            fields["conj"] = True
-        if bits.neg:
-            fields["neg"] = True
-        quant = bits.quant
-        if quant is not None:
-            shape = tuple(self.tensors[leaf].shape)
-            if not quant.fits(shape):
-                n = 0 if quant.scales is None else len(quant.scales)
-                raise ValueError(
-                    f"key {self.names[leaf]!r} is a {self.tensors[leaf].dtype} tensor of shape "
-                    f"{shape} whose per-channel quantizer does not fit it (axis {quant.axis}, "
-                    f"{n} scales): torch cannot read its values either; accepted: quantized "
-                    "tensors that dequantize"
-                )
-            fields["quant"] = _record.quant_fields(quant, self.store_qparam)
-        return fields
-
-    # --- the steps ---
-
-    def save_empties(self) -> list[int]:
-        """Zero-element tensors share nothing: a fresh empty tensor each, or a record entry for a
-        dtype safetensors cannot write or a tensor with bits (kept: conj, neg, a quantizer).
-        Returns the others."""
-        nonempty: list[int] = []
-        for leaf, t in enumerate(self.tensors):
-            if t.numel():
-                nonempty.append(leaf)
-            elif t.dtype in _SAVABLE and self.bits_of(leaf).plain:
-                self.to_save[self.names[leaf]] = torch.empty(
-                    t.shape, dtype=t.dtype, device=t.device
-                )
-            else:
-                self.empty[self.names[leaf]] = _record.empty_entry(
-                    t.dtype, tuple(t.shape), self.bits_fields(leaf)
-                )
-        return nonempty
 
     def components(self, nonempty: list[int]) -> tuple[list[Geom | list[Geom]], list[_Region]]:
         """Overlap components: those saved as a single tensor, and regions needing a base."""
@@ -282,6 +214,101 @@ class _Plan:
             if g.lo == region.lo and g.hi == region.hi and self.plain(g) and g.shape.contiguous
         ]
 
+    def first(self, members: list[Geom]) -> Geom:
+        keep = self.pick(g.leaf for g in members)
+        return next(g for g in members if g.leaf == keep)
+
+    def pad_for(self, region: _Region) -> int:
+        """Bytes to place before the base so every member's offset is a multiple of its itemsize."""
+        for pad in range(ALIGN):
+            if all((g.lo - region.lo + pad) % g.shape.dtype.itemsize == 0 for g in region.geoms):
+                return pad
+        bad = sorted(self.names[g.leaf] for g in region.geoms)
+        raise ValueError(
+            f"keys {bad!r} alias one buffer at byte offsets that no single storage can express "
+            "(their addresses are not aligned to their element sizes relative to each other, "
+            "which only storages imported separately from one misaligned buffer can do); "
+            "accepted: tensors whose relative byte offsets are multiples of their element sizes"
+        )
+
+
+class _Writer:
+    """What :func:`dedup_for_save` writes: the tensors to save and the record's entries, filled
+    in by applying a :class:`_Planner`'s decisions, step by step."""
+
+    def __init__(self, plan: _Planner) -> None:
+        self.plan = plan
+        self.names = plan.names
+        self.tensors = plan.tensors
+        self.to_save: dict[str, torch.Tensor] = {}
+        self.aliases: dict[str, str] = {}
+        # Record entries as JSON text (no objects kept per entry), and each view's base.
+        self.views: dict[str, str] = {}
+        self.view_base: dict[str, str] = {}
+        self.bases: dict[str, str] = {}
+        self.empty: dict[str, str] = {}
+        self.qparams: list[str] = []
+        self.qparam_names: dict[tuple[Any, ...], str] = {}
+        self._synthetic = 0  # bases named __alias_base__/<i> so far
+
+    def store_qparam(self, t: torch.Tensor) -> str:
+        """Save per-channel scales or zero points once per distinct value, in a storage of their
+        own (views of one quantized tensor share their quantizer's tensors).
+
+        Named by their values (a digest of dtype and bits), never by the order the entries came
+        in, so the same state dict in any order writes the same file."""
+        values = t.tolist()
+        key = (t.dtype, tuple(v.hex() if isinstance(v, float) else v for v in values))
+        name = self.qparam_names.get(key)
+        if name is None:
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()
+            name = f"{QPARAMS_PREFIX}{digest[:16]}"
+            if name in self.to_save:  # another value sharing 64 bits of digest: all 256 of it
+                name = f"{QPARAMS_PREFIX}{digest}"
+            self.qparam_names[key] = name
+            self.qparams.append(name)
+            self.to_save[name] = t.detach().clone()
+        return name
+
+    def bits_fields(self, leaf: int) -> dict[str, Any]:
+        bits = self.plan.bits_of(leaf)
+        fields: dict[str, Any] = {}
+        if bits.conj:
+            fields["conj"] = True
+        if bits.neg:
+            fields["neg"] = True
+        quant = bits.quant
+        if quant is not None:
+            shape = tuple(self.tensors[leaf].shape)
+            if not quant.fits(shape):
+                n = 0 if quant.scales is None else len(quant.scales)
+                raise ValueError(
+                    f"key {self.names[leaf]!r} is a {self.tensors[leaf].dtype} tensor of shape "
+                    f"{shape} whose per-channel quantizer does not fit it (axis {quant.axis}, "
+                    f"{n} scales): torch cannot read its values either; accepted: quantized "
+                    "tensors that dequantize"
+                )
+            fields["quant"] = _record.quant_fields(quant, self.store_qparam)
+        return fields
+
+    def save_empties(self) -> list[int]:
+        """Zero-element tensors share nothing: a fresh empty tensor each, or a record entry for a
+        dtype safetensors cannot write or a tensor with bits (kept: conj, neg, a quantizer).
+        Returns the others."""
+        nonempty: list[int] = []
+        for leaf, t in enumerate(self.tensors):
+            if t.numel():
+                nonempty.append(leaf)
+            elif t.dtype in _SAVABLE and self.plan.bits_of(leaf).plain:
+                self.to_save[self.names[leaf]] = torch.empty(
+                    t.shape, dtype=t.dtype, device=t.device
+                )
+            else:
+                self.empty[self.names[leaf]] = _record.empty_entry(
+                    t.dtype, tuple(t.shape), self.bits_fields(leaf)
+                )
+        return nonempty
+
     def save_singles(self, singles: list[Geom | list[Geom]]) -> None:
         """One tensor per identical class, copied only if not contiguous; the others alias it."""
         names, tensors = self.names, self.tensors
@@ -289,7 +316,7 @@ class _Plan:
             if isinstance(members, Geom):
                 self.to_save[names[members.leaf]] = _raw_contiguous(tensors[members.leaf])
                 continue
-            keep = self.pick(g.leaf for g in members)
+            keep = self.plan.pick(g.leaf for g in members)
             self.to_save[names[keep]] = _raw_contiguous(tensors[keep])
             for g in members:
                 if g.leaf != keep:
@@ -305,22 +332,22 @@ class _Plan:
         names, tensors = self.names, self.tensors
         regions.sort(key=lambda r: min(names[g.leaf] for g in r.geoms))
         for region in regions:
-            pad = self._pad_for(region)
-            covering = [] if region.bytes_only else self.covering(region)
+            pad = self.plan.pad_for(region)
+            covering = [] if region.bytes_only else self.plan.covering(region)
             # Identical members share one entry; kept as few objects as possible (a region can
             # hold a family of ten thousand views).
             first_of: dict[tuple[Any, ...], Geom] = {}
             more: dict[tuple[Any, ...], list[Geom]] = {}
             for g in region.geoms:
-                ident = self.identity(g)
+                ident = self.plan.identity(g)
                 if first_of.setdefault(ident, g) is not g:
                     more.setdefault(ident, []).append(g)
             if covering:
-                keep = self.pick(covering)
+                keep = self.plan.pick(covering)
                 base_name = names[keep]
                 self.to_save[base_name] = tensors[keep]
                 self.bases[base_name] = _record.base_entry(pad, synthetic=False)
-                base_class = self.identity(next(g for g in region.geoms if g.leaf == keep))
+                base_class = self.plan.identity(next(g for g in region.geoms if g.leaf == keep))
             else:
                 base_name = f"{BASE_PREFIX}{self._synthetic}"
                 self._synthetic += 1
@@ -333,7 +360,7 @@ class _Plan:
                     target = base_name
                 else:
                     if len(members) > 1:
-                        first = self._first(members)
+                        first = self.plan.first(members)
                     target = names[first.leaf]
                     shape = first.shape
                     self.views[target] = _record.view_entry(
@@ -349,26 +376,9 @@ class _Plan:
                     if names[g.leaf] != target:
                         self.aliases[names[g.leaf]] = target
 
-    def _first(self, members: list[Geom]) -> Geom:
-        keep = self.pick(g.leaf for g in members)
-        return next(g for g in members if g.leaf == keep)
-
-    def _pad_for(self, region: _Region) -> int:
-        """Bytes to place before the base so every member's offset is a multiple of its itemsize."""
-        for pad in range(ALIGN):
-            if all((g.lo - region.lo + pad) % g.shape.dtype.itemsize == 0 for g in region.geoms):
-                return pad
-        bad = sorted(self.names[g.leaf] for g in region.geoms)
-        raise ValueError(
-            f"keys {bad!r} alias one buffer at byte offsets that no single storage can express "
-            "(their addresses are not aligned to their element sizes relative to each other, "
-            "which only storages imported separately from one misaligned buffer can do); "
-            "accepted: tensors whose relative byte offsets are multiples of their element sizes"
-        )
-
     def _region_bytes(self, region: _Region) -> torch.Tensor:
         """The bytes [lo, hi) of a region: a view when one storage holds them, else a copy."""
-        leaves, tensors = self.leaves, self.tensors
+        leaves, tensors = self.plan.leaves, self.tensors
         n = region.hi - region.lo
         first_on: dict[int, int] = {}
         for g in region.geoms:
@@ -507,11 +517,12 @@ def dedup_for_save(
                 f"key {name!r} uses a name reserved by compat.saving (prefixes {BASE_PREFIX!r}, "
                 f"{QPARAMS_PREFIX!r} and {METADATA_KEY!r}); accepted: any other str"
             )
-    plan = _Plan(leaves, _with_data(leaves), _preference(preferred))
-    singles, regions = plan.components(plan.save_empties())
-    plan.save_singles(singles)
-    plan.save_regions(regions)
-    return plan.result()
+    plan = _Planner(leaves, _with_data(leaves), _preference(preferred))
+    out = _Writer(plan)
+    singles, regions = plan.components(out.save_empties())
+    out.save_singles(singles)
+    out.save_regions(regions)
+    return out.result()
 
 
 def restore_aliases(

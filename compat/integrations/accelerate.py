@@ -204,25 +204,7 @@ def set_module_tensor_to_device(
             f"{kind} {tensor_name!r} is on the meta device and has no data to move to {target}; "
             "accepted: pass value= with its real tensor"
         )
-    given = value
-    cast: torch.dtype | None = None
-    if value is not None:
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(
-                f"value for {tensor_name!r} must be a torch.Tensor (or None); got "
-                f"{type_name(value)}"
-            )
-        if value.shape != old.shape:
-            raise ValueError(
-                f"value for {kind} {tensor_name!r} has shape {tuple(value.shape)}, but the {kind} "
-                f"has shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
-            )
-        if wanted is None:
-            cast = old.dtype
-        elif value.dtype not in _NEVER_CAST:
-            cast = wanted
-    elif wanted is not None and target.type == "meta":
-        cast = None if old.dtype in _NEVER_CAST else wanted
+    cast = _cast_for(tensor_name, kind, old, value, wanted, target)
     source = old if value is None else value
     subclass_cast = None
     if cast is not None and source.dtype != cast:
@@ -243,11 +225,51 @@ def set_module_tensor_to_device(
         memory = importlib.import_module("accelerate.utils.memory")
         memory.clear_device_cache()
     if tied_params_map is not None:
-        for source_tensor in (old, given):
-            key = None if source_tensor is None else _storage_key(source_tensor)
-            if key is not None and key in tied_params_map:
-                tied_params_map[key].setdefault(device, installed)
-                break
+        _remember_tie(tied_params_map, device, installed, (old, value))
+
+
+def _cast_for(
+    tensor_name: str,
+    kind: str,
+    old: torch.Tensor,
+    value: torch.Tensor | None,
+    wanted: torch.dtype | None,
+    target: torch.device,
+) -> torch.dtype | None:
+    """The dtype accelerate casts to: ``value`` to the old dtype (``dtype=None``) or to ``wanted``
+    (not an integer or bool value); without ``value``, ``wanted`` for a move to meta only. Checks
+    that ``value`` is a tensor of the old shape (TypeError, ValueError naming it)."""
+    if value is None:
+        if wanted is not None and target.type == "meta":
+            return None if old.dtype in _NEVER_CAST else wanted
+        return None
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"value for {tensor_name!r} must be a torch.Tensor (or None); got {type_name(value)}"
+        )
+    if value.shape != old.shape:
+        raise ValueError(
+            f"value for {kind} {tensor_name!r} has shape {tuple(value.shape)}, but the {kind} "
+            f"has shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
+        )
+    if wanted is None:
+        return old.dtype
+    return None if value.dtype in _NEVER_CAST else wanted
+
+
+def _remember_tie(
+    tied_params_map: dict[int, dict[Any, torch.Tensor]],
+    device: int | str | torch.device,
+    installed: torch.Tensor,
+    sources: tuple[torch.Tensor, torch.Tensor | None],
+) -> None:
+    """Record ``installed`` as the copy on ``device`` of the first source with a storage key in
+    the map (the old tensor, else the value), for the next owner of that storage."""
+    for source_tensor in sources:
+        key = None if source_tensor is None else _storage_key(source_tensor)
+        if key is not None and key in tied_params_map:
+            tied_params_map[key].setdefault(device, installed)
+            break
 
 
 # --- the patch -----------------------------------------------------------------------------------
