@@ -15,12 +15,12 @@ matrix.toml), the goal, and the equivalent mutants. For each cell the run
    lacks the tool;
 3. copies the commit (``git archive HEAD``) into ``.mutation/<cell>/`` (ignored by git; the
    working tree is never touched) and writes mutmut's configuration into the copy;
-4. catalogues every mutant (:mod:`harness.mutation_tool`, in the venv), picks the mutants to
-   run (all; or, incrementally, those in lines changed since ``--since`` plus a fixed, seeded
-   sample of ``--sample`` others; or, for ``--resurvey``, those a full run of the same compat/
-   did not detect, see :func:`load_base`), runs ``mutmut run`` on them with the Hypothesis ``ci``
-   profile (deterministic examples) and one thread per test process, and collects each
-   mutant's verdict and the test that killed it.
+4. catalogues every mutant (:mod:`harness.mutation_tool`, in the venv), picks the mutants to run
+   (all; or, incrementally, those in lines changed since ``--since`` plus a fixed, seeded sample
+   of ``--sample`` others; or, for ``--resurvey``, those a full run of an ancestor did not detect
+   or that lie in functions changed since, see :func:`load_base`), runs ``mutmut run`` on them
+   with the Hypothesis ``ci`` profile (deterministic examples) and one thread per test process,
+   and collects each mutant's verdict and the test that killed it.
 
 The results and scores go to ``reports/mutation.json`` and a table on stdout. The score of a
 module is (killed + timeout) / (mutants - equivalent): a timeout (the tests ran past mutmut's
@@ -48,8 +48,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness import paths, spec
+from harness.mutation_carry import carry, changed_functions
 from harness.mutation_plan import PLAN, Plan, Refused, load
-from harness.mutation_report import DETECTED, TOOL, CellRun, build_report, table, write_report
+from harness.mutation_report import TOOL, CellRun, build_report, table, write_report
 from harness.procs import Ran, Stop, run_logged
 
 REQUIREMENTS: Final = paths.ROOT / "requirements" / "mutation.txt"
@@ -179,9 +180,10 @@ def load_base(
     path: Path, root: Path, plan: Plan, cells: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
     """Per cell, the full run in the report at ``path`` whose detected verdicts a resurvey may
-    carry; Refused unless the report (untrusted input) holds a full run of every cell of an
-    ancestor of HEAD with the very same compat/ and no test file changed since (added ones
-    aside). Then the mutants are the same, and each detected one is still detected."""
+    carry, with what changed in compat/ since (``harness.mutation_carry``); Refused unless the
+    report (untrusted input) holds a full run of every cell of an ancestor of HEAD and no test
+    file changed since (added ones aside). Then the mutants of every unchanged function are the
+    same, and each detected one is still detected by the test that killed it."""
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -194,12 +196,7 @@ def load_base(
     )
     if ancestor.returncode != 0:
         raise Refused(f"--resurvey {path}: its commit {commit[:12]} is not an ancestor of HEAD")
-    moved = git(root, "diff", "--name-only", commit, "HEAD", "--", "compat/").split()
-    if moved:
-        raise Refused(
-            f"--resurvey {path}: compat/ changed since {commit[:12]} ({', '.join(moved)}), so "
-            "the mutants differ; run the cell in full"
-        )
+    moved = changed_functions(root, commit)
     changed = tests_changed(root, commit, ignored_tests(plan))
     if changed:
         raise Refused(
@@ -221,26 +218,9 @@ def load_base(
             "installed": found.get("installed"),
             "seconds": found.get("seconds"),
             "rows": rows,
+            "changed": moved,
         }
     return bases
-
-
-def carry(base: Mapping[str, Any], catalog: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The base run's detected mutants, marked as carried; RuntimeError unless the base judged
-    exactly the catalogue's mutants (same ids, same changes)."""
-    rows = {m["id"]: m for m in base["rows"]}
-    ours = {m["id"]: m for m in catalog}
-    if set(rows) != set(ours) or any(
-        rows[i].get("before") != m["before"] or rows[i].get("after") != m["after"]
-        for i, m in ours.items()
-    ):
-        raise RuntimeError(
-            f"the base run at {base['commit'][:12]} judged other mutants than this catalogue "
-            f"({len(rows)} vs {len(ours)}): run the cell in full"
-        )
-    return [
-        {**m, "carried_from": base["commit"]} for m in rows.values() if m.get("status") in DETECTED
-    ]
 
 
 # --- one cell -----------------------------------------------------------------------------------
@@ -370,9 +350,15 @@ def run_cell(
         carried = carry(base, catalog)
         done = {m["id"] for m in carried}
         chosen = sorted(m["id"] for m in catalog if m["id"] not in done)
+        functions = sum(len(f) if f is not None else 1 for f in base["changed"].values())
         result.mode = (
             f"resurvey of the full run at {base['commit'][:12]}: its {len(carried)} detected "
             f"mutants carried, the {len(chosen)} others run again"
+            + (
+                f" ({functions} changed function(s) or module(s) of compat/ since)"
+                if base["changed"]
+                else ""
+            )
         )
         result.base = {
             "commit": base["commit"],
@@ -468,8 +454,8 @@ def run(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--resurvey",
         type=Path,
-        help="a full run's report of an ancestor with the same compat/: carry its detected "
-        "mutants, run the others again (new test files only)",
+        help="a full run's report of an ancestor: carry its detected mutants of unchanged "
+        "functions, run the others again (new test files only)",
     )
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="mutants tested side by side"

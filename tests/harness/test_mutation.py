@@ -414,10 +414,9 @@ def test_a_resurvey_carries_only_what_the_full_run_detected(tmp_path: Path) -> N
     [
         ("tests/test_x.py", r"tests changed since \w{12}: tests/test_x\.py \(M\)"),
         ("tests/sub/conftest.py", r"tests/sub/conftest\.py \(an added conftest\)"),
-        ("compat/x.py", r"compat/ changed since \w{12} \(compat/x\.py\)"),
     ],
 )
-def test_a_resurvey_refuses_a_base_whose_compat_or_tests_changed(
+def test_a_resurvey_refuses_a_base_whose_tests_changed(
     tmp_path: Path, change: str, refusal: str
 ) -> None:
     files = {"compat/x.py": "x = 1\n", "tests/test_x.py": ""}
@@ -428,6 +427,107 @@ def test_a_resurvey_refuses_a_base_whose_compat_or_tests_changed(
     commit_all(repo, "a change")
     with pytest.raises(mutation.Refused, match=refusal):
         mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"])
+
+
+X_BASE = """\"\"\"A module.\"\"\"
+
+LIMIT = 3
+
+
+def f(a):
+    \"\"\"Doc.\"\"\"
+    return a + 1
+
+
+class C:
+    size = 2
+
+    def g(self, a):
+        return a * 2
+"""
+
+
+def fg_rows(cell: str = "torch2.6-ao0.8-cpu") -> list[dict[str, Any]]:
+    """Detected mutants of f and C.g, and a survivor of f, as a full run reports them."""
+    rows = []
+    for i, (function, before, after, status) in enumerate(
+        [
+            ("f", "return a + 1", "return a - 1", "killed"),
+            ("f", "return a + 1", "return a + 2", "survived"),
+            ("C.g", "return a * 2", "return a / 2", "killed"),
+        ]
+    ):
+        rows.append(
+            {
+                "id": f"compat.x.m_{function}__mutmut_{i}",
+                "module": "compat/x.py",
+                "function": function,
+                "line": 10,
+                "end_line": 10,
+                "before": before,
+                "after": after,
+                "cell": cell,
+                "status": status,
+                "tool_status": status,
+                "killed_by": None,
+                "equivalent": None,
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("edit", "changed", "carried"),
+    [
+        # comments, docstrings and layout are not code: everything detected is carried
+        (
+            lambda t: t.replace('"""Doc."""', '"""Other words."""').replace(
+                "LIMIT = 3", "# a comment\nLIMIT = 3  # why"
+            ),
+            {},
+            ["compat.x.m_f__mutmut_0", "compat.x.m_C.g__mutmut_2"],
+        ),
+        # one method changed: its mutants run again, the other function's are carried
+        (
+            lambda t: t.replace("return a * 2", "return a * 2 + 0"),
+            {"compat/x.py": {"C.g"}},
+            ["compat.x.m_f__mutmut_0"],
+        ),
+        # a constant or a class attribute any function may read: the module runs again
+        (lambda t: t.replace("LIMIT = 3", "LIMIT = 4"), {"compat/x.py": None}, []),
+        (lambda t: t.replace("size = 2", "size = 5"), {"compat/x.py": None}, []),
+    ],
+    ids=["comments-and-docstrings", "one-method", "a-constant", "a-class-attribute"],
+)
+def test_a_resurvey_carries_per_function(
+    tmp_path: Path, edit: Any, changed: dict[str, Any], carried: list[str]
+) -> None:
+    repo = git_repo(tmp_path, {"compat/x.py": X_BASE, "tests/test_x.py": ""})
+    commit = mutation.git(repo, "rev-parse", "HEAD").strip()
+    report = tmp_path / "base.json"
+    cells = {"torch2.6-ao0.8-cpu": {"mode": "full", "installed": {}, "seconds": {"wall": 9.0}}}
+    report.write_text(json.dumps({"commit": commit, "cells": cells, "mutants": fg_rows()}))
+    (repo / "compat" / "x.py").write_text(edit(X_BASE))
+    commit_all(repo, "an edit")
+    (base,) = mutation.load_base(report, repo, resurvey_plan(tmp_path), list(cells)).values()
+    assert base["changed"] == changed
+    # the catalogue of today: the same mutants, f's two lines further down
+    catalog = [{**m, "line": m["line"] + (2 if m["function"] == "f" else 0)} for m in fg_rows()]
+    got = mutation.carry(base, catalog)
+    assert [m["id"] for m in got] == carried
+    assert all(m["carried_from"] == commit for m in got)
+    assert all(m["line"] == 12 for m in got if m["function"] == "f")
+
+
+def test_a_resurvey_refuses_an_unchanged_function_whose_mutants_differ(tmp_path: Path) -> None:
+    base = {"commit": "a" * 40, "rows": fg_rows(), "changed": {"compat/x.py": {"C.g"}}}
+    catalog = fg_rows()
+    catalog[1] = {**catalog[1], "after": "return a + 3"}  # f did not change, its mutant did
+    with pytest.raises(RuntimeError, match="in the functions that did not change"):
+        mutation.carry(base, catalog)
+    # a changed function's mutants may differ: they run again
+    catalog = [*fg_rows()[:2], {**fg_rows()[2], "after": "return a // 2"}]
+    assert [m["id"] for m in mutation.carry(base, catalog)] == ["compat.x.m_f__mutmut_0"]
 
 
 def test_a_resurvey_refuses_a_report_it_cannot_build_on(tmp_path: Path) -> None:
