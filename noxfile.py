@@ -27,10 +27,11 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import interpreters, paths, run, runner, spec, verdict
-from harness.cell import CellResult, summary_line
-from harness.procs import Stop
-from harness.spec import Cell
+from harness.cells import group_run, run, verdict
+from harness.cells.cell import CellResult, summary_line
+from harness.matrix import interpreters, paths, spec
+from harness.matrix.procs import Stop
+from harness.matrix.spec import Cell
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
@@ -51,7 +52,7 @@ HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
 # through env:); the matrix, gate and baseline sessions pass them to the runner directly.
 CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
 # the nightly's cell jobs: run every test (FULL_ENV=true); the cells named in CARRY_SOURCE_ENV
-# also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/carry.py)
+# also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/cells/carry.py)
 FULL_ENV, CARRY_SOURCE_ENV = "COMPAT_MATRIX_FULL", "COMPAT_MATRIX_CARRY_SOURCE"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
 
@@ -74,7 +75,7 @@ def _run_group(session: nox.Session, cells: list[Cell]) -> None:
     candidates = json.loads(os.environ.get(CANDIDATES_ENV) or "[]")
     stop = Stop()
     with stop.on_signals():
-        results = runner.run_cells(
+        results = group_run.run_cells(
             MATRIX,
             cells,
             python=Path(session.bin) / "python",
@@ -114,7 +115,7 @@ def _cell_session(cell: Cell) -> None:
         tags = [f"ds{cell.group}", f"{pair}-ds{cell.group}"]
 
     @nox.session(
-        name=runner.cell_name(cell),
+        name=group_run.cell_name(cell),
         python=cell.python,
         tags=["cell", *tags, f"py{cell.python}"],
         default=False,
@@ -125,7 +126,7 @@ def _cell_session(cell: Cell) -> None:
     one.__doc__ = f"one cell: {' '.join(cell.requirements())} on {cell.backend.name}"
 
 
-for _name, _cells in runner.group_cells(MATRIX.cells(tiers=spec.TIERS)).items():
+for _name, _cells in group_run.group_cells(MATRIX.cells(tiers=spec.TIERS)).items():
     _group_session(_name, _cells)
     for _cell in _cells:
         _cell_session(_cell)
@@ -192,15 +193,15 @@ def _run_matrix(
             selection,
             envdir=session.env_dir.parent,  # nox's --envdir: the group venvs live beside it
             reports=REPORTS,
-            uv=runner.uv_bin(),
+            uv=interpreters.uv_bin(),
             candidates=candidates,
             jobs=args.jobs,
             stop=stop,
             full=args.full,
         )
     if args.full:  # each verdict a blocked run would have carried, against the real runs
-        session.run("python", "-m", "harness.carry", "--reports", str(REPORTS))
-    session.run("python", "-m", "harness.report", "--reports", str(REPORTS))
+        session.run("python", "-m", "harness.cells.carry", "--reports", str(REPORTS))
+    session.run("python", "-m", "harness.report.pages", "--reports", str(REPORTS))
     return stop
 
 
@@ -242,7 +243,7 @@ def baseline(session: nox.Session) -> None:
     session.run(
         "python",
         "-m",
-        "harness.gate",
+        "harness.ci.gate",
         "baseline",
         "--from",
         str(args.source or REPORTS),
@@ -267,7 +268,7 @@ def gate(session: nox.Session) -> None:
     session.run(
         "python",
         "-m",
-        "harness.gate",
+        "harness.ci.gate",
         "check",
         "--from",
         str(args.source or REPORTS),
@@ -284,8 +285,8 @@ def gate(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Merge reports/cells/* into reports/matrix.{json,md,html}."""
     session.install(*HARNESS_REQS)
-    # `-- --history DIR [DIR...]`: earlier runs' report folders (harness/history.py)
-    session.run("python", "-m", "harness.report", "--reports", str(REPORTS), *session.posargs)
+    # `-- --history DIR [DIR...]`: earlier runs' report folders (harness/report/history.py)
+    session.run("python", "-m", "harness.report.pages", "--reports", str(REPORTS), *session.posargs)
 
 
 @nox.session(python=MATRIX.python[0])
@@ -294,7 +295,7 @@ def tests(session: nox.Session) -> None:
     cell = MATRIX.default()
     stop = Stop()
     with stop.on_signals():
-        results = runner.run_cells(
+        results = group_run.run_cells(
             MATRIX, [cell], python=Path(session.bin) / "python", reports=REPORTS, stop=stop
         )
     session.log(summary_line(results[0]))
@@ -323,9 +324,9 @@ def tests(session: nox.Session) -> None:
 def tests_installed(session: nox.Session) -> None:
     """A cell in an existing interpreter, installing nothing: -- --python PY [--backend cuda]
 
-    harness/installed.py (also --gpu-visible, --strict, --any-version, --timeout-s). The cell is
-    named from what PY holds (installed-torch2.11-ao0.17-cuda) and joins reports/run.json."""
-    from harness import installed
+    harness/cells/installed.py (also --gpu-visible, --strict, --any-version, --timeout-s). The cell
+    is named from what PY holds (installed-torch2.11-ao0.17-cuda) and joins reports/run.json."""
+    from harness.cells import installed
 
     if installed.main(["--reports", str(REPORTS), *session.posargs]) != 0:
         session.error("the installed cell did not pass (the reason is above)")
@@ -335,8 +336,8 @@ def tests_installed(session: nox.Session) -> None:
 def mutation(session: nox.Session) -> None:
     """Mutation testing of compat (mutation.toml): every module in the default cell, the
     version-branching ones also in the oldest core cell; reports/mutation.json and a table.
-    -- --cell ID, --since REF [--sample N] (incremental), --jobs N (harness/mutation.py)."""
-    from harness import mutation as mutation_run
+    -- --cell ID, --since REF [--sample N] (incremental), --jobs N (harness/mutation/runner.py)."""
+    from harness.mutation import runner as mutation_run
 
     args = ["run", "--envdir", str(session.env_dir.parent), "--reports", str(REPORTS)]
     if mutation_run.main([*args, *session.posargs]) != 0:
@@ -355,7 +356,9 @@ def screenshot(session: nox.Session) -> None:
     take the README's screenshot from it: reports/screenshots/matrix.{png,json}."""
     session.install(*HARNESS_REQS)
     out = paths.DEFAULT_REPORTS / "screenshots"
-    session.run("python", "-m", "harness.screenshot", "--reports", str(REPORTS), "--out", str(out))
+    session.run(
+        "python", "-m", "harness.report.screenshot", "--reports", str(REPORTS), "--out", str(out)
+    )
 
 
 @nox.session(name="clean-envs", venv_backend="none", default=False)
@@ -371,7 +374,7 @@ def clean_envs(session: nox.Session) -> None:
         session.log(f"removing {venv}")
         shutil.rmtree(venv)
     if "--cache" in session.posargs:
-        session.run(runner.uv_bin(), "cache", "prune", external=True)
+        session.run(interpreters.uv_bin(), "cache", "prune", external=True)
 
 
 @nox.session(python=MATRIX.python[0])
@@ -397,9 +400,9 @@ def lint(session: nox.Session) -> None:
 def bisect(session: nox.Session) -> None:
     """Which release changed a cell's tests: -- --package P --from A --to B --test ID [--cell ID]
 
-    harness/bisection.py (also -k EXPR, --pre, index options). This session's venv is the
+    harness/bisect/bisection.py (also -k EXPR, --pre, index options). This session's venv is the
     cell's: it gets the cell's pins, each probe on top, and the pins back at the end."""
-    from harness import bisection
+    from harness.bisect import bisection
 
     python = Path(session.bin) / "python"
     args = ["--python", str(python), "--reports", str(REPORTS), *session.posargs]

@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports" / "bench" / "bisect.json"
 sys.path.insert(0, str(ROOT))
 
-from harness import bisection, releases  # noqa: E402
-from harness.runner import uv_bin  # noqa: E402
-from harness.spec import load  # noqa: E402
+from harness.bisect import bisection  # noqa: E402
+from harness.matrix import releases  # noqa: E402
+from harness.matrix.interpreters import uv_bin  # noqa: E402
+from harness.matrix.spec import load  # noqa: E402
 
 TARGET_RATIO = 0.4
 TEST = "tests/drift/test_probes.py::test_accelerate_loads_quantized_weight"
@@ -121,7 +122,8 @@ def main() -> int:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "method": (
-            "wall time (time.monotonic) of harness.bisection.bisect and of a linear scan through "
+            "wall time (time.monotonic) of harness.bisect.bisection.bisect and of a linear scan "
+            "through "
             "the same probe function (sync the venv to the cell's pins, install the release over "
             "them, run the selected test), same venv and uv cache, rounds alternating the order; "
             "best of the rounds per side. The cell's pins were installed once before timing; the "

@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports" / "bench" / "matrix.json"
 sys.path.insert(0, str(ROOT))
 
-from harness import spec  # noqa: E402
-from harness.runner import uv_bin  # noqa: E402
+from harness.matrix import spec  # noqa: E402
+from harness.matrix.interpreters import uv_bin  # noqa: E402
 
 BENCH_CELL = ("2.3", "0.6", "cpu")  # the issue's reference cell: torch 2.3.1 + TorchAO 0.6.1
 
@@ -288,7 +288,7 @@ def _git(*args: str) -> str:
 
 
 def before_adding(path: str) -> str:
-    """The commit before ``path`` was added: harness/carry.py for the matrix without carried
+    """The commit before ``path`` was added: harness/cells/carry.py for the matrix without carried
     verdicts, wheels.toml for the matrix without the Python axis."""
     added = _git("log", "--diff-filter=A", "--format=%H", "--", path).split()
     if not added:
@@ -418,7 +418,7 @@ def main(argv: list[str]) -> int:
                 )
             envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
             keep = Path(opts["--keep"]).absolute() if "--keep" in opts else None
-            added = "harness/carry.py" if what == "carry" else "wheels.toml"
+            added = "harness/cells/carry.py" if what == "carry" else "wheels.toml"
             ref = opts.get("--ref") or before_adding(added)
             rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
             key = what.replace("-", "_")

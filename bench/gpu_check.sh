@@ -72,7 +72,7 @@ mkdir -p "$DEST"
 status=0
 cell() {
   echo "gpu_check: the installed cell: $*"
-  "$PY" -m harness.installed --python "$PY" --reports "$DEST" --strict --timeout-s "$CELL_TIMEOUT_S" "$@" || status=1
+  "$PY" -m harness.cells.installed --python "$PY" --reports "$DEST" --strict --timeout-s "$CELL_TIMEOUT_S" "$@" || status=1
 }
 if [ "$REHEARSAL" != 1 ]; then cell --backend cuda; fi
 cell --backend cpu --gpu-visible
@@ -124,7 +124,7 @@ for cid, c in gpu["cells"].items():
 print(f"gpu_check: {gpu['nvidia_smi'] or gpu['nvidia_smi_L']}; torch {gpu['torch']}")
 PYTHON
 
-"$PY" -m harness.report --reports "$DEST" >/dev/null || status=1
+"$PY" -m harness.report.pages --reports "$DEST" >/dev/null || status=1
 
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/reports-gpu.tar.gz" "$DEST" && cp "$DEST/gpu.json" "$DEST/matrix.md" "$OUT/" || status=1

@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from packaging.utils import canonicalize_name, parse_wheel_filename  # noqa: E402
 
-from harness import installed, paths, spec  # noqa: E402
+from harness.cells import installed  # noqa: E402
+from harness.matrix import paths, spec  # noqa: E402
 
 # what the GPU machine's python3 already holds at versions requirements/test.txt accepts (its
 # pip list); checked against the file below, so a change there that they no longer meet means

@@ -90,7 +90,10 @@ def total_seconds(environ: Mapping[str, str] = os.environ) -> float:
         if not value > 0:
             raise pytest.UsageError(f"{ENV}={raw!r}: expected a positive number of seconds")
         return value
-    from harness import paths, spec  # standard library + packaging only
+    from harness.matrix import (
+        paths,
+        spec,  # standard library + packaging only
+    )
 
     return SHARE * spec.load(paths.matrix_path(environ)).cell_timeout_s
 

@@ -29,7 +29,7 @@ from tests import caches, profiles
 profiles.load()
 
 
-# what the harness blocked in this run (harness/probe.py --block): its version is not read here
+# what the harness blocked in this run (harness/cells/probe.py --block): its version is not read here
 BLOCKED = frozenset(filter(None, os.environ.get("COMPAT_MATRIX_BLOCKED", "").split(",")))
 
 
@@ -51,7 +51,7 @@ def _current_cell() -> dict[str, Any]:
     path = os.environ.get("COMPAT_MATRIX_CELL")
     if path:
         return dict(json.loads(Path(path).read_text()))
-    from harness import spec  # the loader is standard library + packaging only
+    from harness.matrix import spec  # the loader is standard library + packaging only
 
     matrix = spec.load()
     torch_label, ao_label = _label(_version("torch")), _label(_version("torchao"))
@@ -97,7 +97,7 @@ def matrix_cell() -> dict[str, Any]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from harness.spec import ExpectedFailure  # the one matcher of matrix.toml's patterns
+    from harness.matrix.spec import ExpectedFailure  # the one matcher of matrix.toml's patterns
 
     xfails = [ExpectedFailure.from_record(entry) for entry in CELL["xfails"]]
     for item in items:

@@ -6,7 +6,7 @@
 copies are imported side by side in this process, under their own module objects, and every
 input Hypothesis draws goes to both; the first input on which they differ is shrunk and written
 to ``--out`` (JSON) with both outcomes. Used by ``nox -s mutation -- --audit N``
-(:mod:`harness.mutation_audit`) to check that an equivalent mutant of ``mutation.toml`` is
+(:mod:`harness.mutation.audit`) to check that an equivalent mutant of ``mutation.toml`` is
 equivalent: it never decides a score, only whether an entry's claim survives a search.
 
 What is compared, as an *outcome* (the value returned, canonicalised; or the exception's type

@@ -5,7 +5,7 @@ TorchAO 0.9 added config objects (``Int8WeightOnlyConfig``) beside the lower-cas
 
 TorchAO is imported when a scheme is first asked for, not when this module is: the matrix runs the
 tests that never ask once per torch with TorchAO blocked and carries their verdicts to the other
-TorchAO cells (harness/carry.py), and a module that merely imports this one must not count as
+TorchAO cells (harness/cells/carry.py), and a module that merely imports this one must not count as
 touching TorchAO.
 """
 

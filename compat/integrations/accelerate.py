@@ -174,46 +174,27 @@ def set_module_tensor_to_device(
             "a name whose entry holds a tensor"
         )
     if type(old).__name__ in _QUANTIZING_PARAMETERS:
+        extra = (non_blocking, clear_cache) if (non_blocking, clear_cache) != (False, True) else ()
         _accelerate_original()(
-            module,
-            tensor_name,
-            device,
-            value,
-            dtype,
-            fp16_statistics,
-            tied_params_map,
-            *((non_blocking, clear_cache) if (non_blocking, clear_cache) != (False, True) else ()),
+            module, tensor_name, device, value, dtype, fp16_statistics, tied_params_map, *extra
         )
         return
     wanted = _as_dtype(dtype)
     if tied_params_map is not None:
-        for source in (value, old):
-            shared = _tied(tied_params_map, source, device)
-            if shared is not None:
-                registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
-                registry[leaf] = shared
-                return
-    target = normalize_device(device)
-    if target is None:
-        raise TypeError(
-            f"device must name a device; got {show(device)}; accepted: an int, a device string "
-            "such as 'cpu', 'cuda:0' or 'meta', or a torch.device"
+        shared = next(
+            (t for t in (_tied(tied_params_map, s, device) for s in (value, old)) if t is not None),
+            None,
         )
-    if old.device.type == "meta" and target.type != "meta" and value is None:
-        raise ValueError(
-            f"{kind} {tensor_name!r} is on the meta device and has no data to move to {target}; "
-            "accepted: pass value= with its real tensor"
-        )
+        if shared is not None:
+            registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
+            registry[leaf] = shared
+            return
+    target = _target(device, old, kind, tensor_name, value)
     cast = _cast_for(tensor_name, kind, old, value, wanted, target)
     source = old if value is None else value
     subclass_cast = None
     if cast is not None and source.dtype != cast:
-        if _params.is_plain(source):
-            # a plain tensor is cast to any dtype, as accelerate casts it; a parameter that
-            # requires grad then refuses a non-floating one (ValueError)
-            source = source.to(device=target, dtype=cast, non_blocking=non_blocking)
-        elif _params.can_require_grad(cast):
-            subclass_cast = cast  # a subclass: compat's cast checks that its .to() honoured it
+        source, subclass_cast = _cast_source(source, cast, target, non_blocking)
     with torch.no_grad():  # the rules of compat.set_module_tensor, the name already resolved
         move = _params.plan_move(
             tensor_name, kind, old, source, target, subclass_cast, non_blocking
@@ -226,6 +207,41 @@ def set_module_tensor_to_device(
         memory.clear_device_cache()
     if tied_params_map is not None:
         _remember_tie(tied_params_map, device, installed, (old, value))
+
+
+def _target(
+    device: int | str | torch.device,
+    old: torch.Tensor,
+    kind: str,
+    tensor_name: str,
+    value: torch.Tensor | None,
+) -> torch.device:
+    """``device`` normalized (TypeError if it names none); ValueError for a meta tensor without
+    a ``value`` to leave meta with."""
+    target = normalize_device(device)
+    if target is None:
+        raise TypeError(
+            f"device must name a device; got {show(device)}; accepted: an int, a device string "
+            "such as 'cpu', 'cuda:0' or 'meta', or a torch.device"
+        )
+    if old.device.type == "meta" and target.type != "meta" and value is None:
+        raise ValueError(
+            f"{kind} {tensor_name!r} is on the meta device and has no data to move to {target}; "
+            "accepted: pass value= with its real tensor"
+        )
+    return target
+
+
+def _cast_source(
+    source: torch.Tensor, cast: torch.dtype, target: torch.device, non_blocking: bool
+) -> tuple[torch.Tensor, torch.dtype | None]:
+    """The tensor to install and the cast left to compat: a plain tensor is cast here to any
+    dtype, as accelerate casts it (a parameter that requires grad then refuses a non-floating
+    one: ValueError); a subclass is cast by compat, which checks that its ``.to()`` honoured
+    it, and only to a dtype that can require grad."""
+    if _params.is_plain(source):
+        return source.to(device=target, dtype=cast, non_blocking=non_blocking), None
+    return source, cast if _params.can_require_grad(cast) else None
 
 
 def _cast_for(

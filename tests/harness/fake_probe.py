@@ -1,4 +1,4 @@
-"""A torch-free stand-in for harness/probe.py that speaks the same protocol.
+"""A torch-free stand-in for harness/cells/probe.py that speaks the same protocol.
 
 ``--probe EXPR --out FILE -- PYTEST_ARGS``: write the facts file, exit 77 if the backend is
 absent, else run pytest in-process. ``FAKE_PROBE_IMPORT_ERROR`` makes "torch" fail to import

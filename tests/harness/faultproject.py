@@ -40,7 +40,7 @@ def warm_cache(scratch: Path) -> None:
     ``UV_OFFLINE=1``, and a machine that has not run the matrix yet (a fresh CI machine runs
     ``nox -s tests`` first) has not cached every TorchAO pin. Offline first (seconds, nothing
     fetched when all is there), else one download."""
-    from harness.runner import uv_bin
+    from harness.matrix.interpreters import uv_bin
 
     uv = uv_bin()
     venv = scratch / "warm-cache"

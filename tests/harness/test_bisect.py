@@ -23,11 +23,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_noxfile import nox
 
-from harness import bisection, releases
-from harness.bisection import NEW, OLD, Refused, Request, Target
-from harness.runner import uv_bin
-from harness.spec import Backend, Cell, Version_
-from harness.spec import load as load_matrix
+from harness.bisect import bisection
+from harness.bisect.bisection import NEW, OLD, Refused, Request, Target
+from harness.matrix import releases
+from harness.matrix.interpreters import uv_bin
+from harness.matrix.spec import Backend, Cell, Version_
+from harness.matrix.spec import load as load_matrix
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 PACKAGE = "bisectdemo"

@@ -96,6 +96,6 @@ def test_a_bad_budget_is_refused_with_the_value(raw: str) -> None:
 
 
 def test_without_an_override_the_properties_get_half_the_cells_limit() -> None:
-    from harness import spec
+    from harness.matrix import spec
 
     assert budget.total_seconds({}) == budget.SHARE * spec.load().cell_timeout_s

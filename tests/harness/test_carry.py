@@ -1,4 +1,4 @@
-"""Carried verdicts (harness/carry.py), on real cells: a throwaway project whose three TorchAO
+"""Carried verdicts (harness/cells/carry.py), on real cells: a throwaway project whose three TorchAO
 cells of torch 2.6 share a venv, run by the real noxfile. Each backend of its matrix.toml gives
 the suite one behaviour (``CARRY`` in the backend's env): an independent test that fails, a test
 that touches TorchAO while collecting, and a test that depends on TorchAO in a way the block
@@ -293,12 +293,12 @@ def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_
 
 def test_the_check_reads_records_from_separate_jobs(tmp_path: Path) -> None:
     """GitHub runs each cell in its own job: the aggregate job checks the downloaded records
-    (``python -m harness.carry``), the first cell's blocked verdicts against every sibling."""
+    (``python -m harness.cells.carry``), the first cell's blocked verdicts against every sibling."""
     import subprocess
     import sys
 
-    from harness import paths, spec
-    from harness.cell import new_result
+    from harness.cells.cell import new_result
+    from harness.matrix import paths, spec
 
     matrix = spec.load()
     ids = ["torch2.6-ao0.6-cpu", "torch2.6-ao0.7-cpu", "torch2.6-ao0.8-cpu", "torch2.5-ao0.6-cpu"]
@@ -315,7 +315,7 @@ def test_the_check_reads_records_from_separate_jobs(tmp_path: Path) -> None:
             }
         result.write(paths.cell_dir(tmp_path, cid))
     done = subprocess.run(
-        [sys.executable, "-m", "harness.carry", "--reports", str(tmp_path)],
+        [sys.executable, "-m", "harness.cells.carry", "--reports", str(tmp_path)],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,

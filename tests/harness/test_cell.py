@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import backends, runner
-from harness import cell as cellmod
-from harness.cell import CellPlan, run_cell
-from harness.evidence import read_reportlog
-from harness.spec import Backend, Cell, Version_
+from harness.cells import cell as cellmod
+from harness.cells import group_run
+from harness.cells.cell import CellPlan, run_cell
+from harness.cells.evidence import read_reportlog
+from harness.matrix import backends
+from harness.matrix.spec import Backend, Cell, Version_
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 UV_OUTPUTS = Path(__file__).with_name("fixtures") / "uv-install"  # real uv output (README.md)
@@ -304,7 +305,7 @@ def test_any_output_gives_one_clean_line_within_the_limit(lines: list[str], limi
 def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> None:
     """Real uv: a candidate that is not a project fails after the pins; pins that do not exist
     fail the first install. Each reason names the install and carries uv's message."""
-    uv = runner.uv_bin()
+    uv = group_run.uv_bin()
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -481,7 +482,7 @@ def test_real_probe_writes_facts_and_reports_an_absent_backend(tmp_path: Path) -
 def test_rerun_attempts_do_not_make_the_evidence_disagree(tmp_path: Path) -> None:
     """pytest-rerunfailures writes each attempt to junit.xml and to the reportlog; the counts
     still agree (a real venv from uv's cache with the plugin, the harness's own rerun flag)."""
-    uv = runner.uv_bin()
+    uv = group_run.uv_bin()
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
     reqs = (ROOT / "requirements" / "test.txt").read_text().splitlines()

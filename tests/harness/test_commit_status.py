@@ -1,4 +1,4 @@
-"""harness.commit_status: the gate's verdict as a commit status on the upstream SHA, posted to a
+"""harness.ci.commit_status: the gate's verdict as a commit status on the upstream SHA, posted to a
 local server on 127.0.0.1 that plays GitHub's REST API and records every request."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import commit_status, gate, gha
+from harness.ci import commit_status, gate, gha
 from tests.harness.local_http import serving
 from tests.harness.test_nightly_issue import RUN, TEST, snapshot_cell
 
@@ -28,7 +28,7 @@ CELLS = ("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu")
 
 
 def gate_result(regressed: int) -> dict[str, Any]:
-    """A real gate result (harness.gate.compare): green, or ``regressed`` tests failing now in
+    """A real gate result (harness.ci.gate.compare): green, or ``regressed`` tests failing now in
     the first cell and the second cell lost (one "missing" row)."""
     names = [f"{TEST}-{i}" for i in range(max(regressed, 1))]
     passed = dict.fromkeys(names, "passed")
@@ -221,7 +221,7 @@ def test_the_context_is_configurable(
 
 
 def test_the_state_follows_the_workflow_verdict() -> None:
-    """The same mapping as harness.gha's verdict output (pass / fail / none)."""
+    """The same mapping as harness.ci.gha's verdict output (pass / fail / none)."""
     for result in (gate_result(0), gate_result(2), None):
         verdict = gha.verdict(result)["verdict"]
         assert commit_status.describe(result)[0] == commit_status.STATES[verdict]
@@ -429,7 +429,7 @@ def test_an_api_that_cannot_be_reached_is_exit_1(
 
 
 def test_the_command_runs_on_a_bare_interpreter(github: FakeGitHub, tmp_path: Path) -> None:
-    """python -m harness.commit_status with no site-packages (-S): the runner's python3."""
+    """python -m harness.ci.commit_status with no site-packages (-S): the runner's python3."""
     path = write_reports(tmp_path, gate_result(3))
     done = subprocess.run(
         [
@@ -437,7 +437,7 @@ def test_the_command_runs_on_a_bare_interpreter(github: FakeGitHub, tmp_path: Pa
             "-S",
             "-E",
             "-m",
-            "harness.commit_status",
+            "harness.ci.commit_status",
             "--gate",
             str(path),
             "--repository",

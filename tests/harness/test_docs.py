@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.gate import CLASSES
-from harness.status import STATUSES
+from harness.cells.status import STATUSES
+from harness.ci.gate import CLASSES
 from tests.harness.test_faults import INJECTED
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness import spec
-from harness.spec import MatrixSpecError
+from harness.matrix import spec
+from harness.matrix.spec import MatrixSpecError
 from tests.harness.faultproject import Project, alive, matrix_toml, stop, wait_for
 
 # --- one run, many faults side by side -------------------------------------------------------

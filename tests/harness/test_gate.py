@@ -17,12 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import cell as cellmod
-from harness import gate, paths, spec, verdict
-from harness import run as run_mod
-from harness.cell import CellPlan, CellResult, candidate_command, run_cell
-from harness.runner import uv_bin
-from harness.spec import Backend, Cell, Version_
+from harness.cells import cell as cellmod
+from harness.cells import run as run_mod
+from harness.cells import verdict
+from harness.cells.cell import CellPlan, CellResult, candidate_command, run_cell
+from harness.cells.group_run import uv_bin
+from harness.ci import gate
+from harness.matrix import paths, spec
+from harness.matrix.spec import Backend, Cell, Version_
 
 ROOT = Path(__file__).resolve().parents[2]
 

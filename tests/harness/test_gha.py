@@ -1,4 +1,4 @@
-"""harness.gha and harness.trigger: what the workflows' setup, resolve and aggregate steps run."""
+"""harness.ci.gha and harness.ci.trigger: what the workflows' setup, resolve and aggregate steps run."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from harness import gate, gha, paths, report, spec, trigger
-from harness.cell import new_result
+from harness.cells.cell import new_result
+from harness.ci import gate, gha, trigger
+from harness.matrix import paths, spec
+from harness.report import pages as report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +138,7 @@ def test_the_first_cell_of_each_torch_makes_the_blocked_run_of_a_full_run() -> N
 
 
 def _sets(m: spec.Matrix, ids: list[str]) -> dict[Any, list[str]]:
-    from harness import carry
+    from harness.cells import carry
 
     cells = {c.id: c for c in m.cells(tiers=spec.TIERS)}
     out: dict[Any, list[str]] = {}
@@ -148,7 +150,7 @@ def _sets(m: spec.Matrix, ids: list[str]) -> dict[Any, list[str]]:
 def test_the_setup_step_writes_its_outputs_itself(tmp_path: Path) -> None:
     out = tmp_path / "github_output"
     done = run_module(
-        "harness.gha",
+        "harness.ci.gha",
         "matrix",
         "--tier=core extended",
         "--backend=cpu cuda mps xpu",
@@ -171,7 +173,7 @@ def test_a_run_with_candidates_is_untrusted_and_its_artifacts_get_a_prefix(
     def emit(*extra: str) -> dict[str, str]:
         out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
         done = run_module(
-            "harness.gha", "matrix", "--tier=core", "--backend=cpu", "--cells=torch2.6-ao0.8-cpu",
+            "harness.ci.gha", "matrix", "--tier=core", "--backend=cpu", "--cells=torch2.6-ao0.8-cpu",
             "--event=workflow_call", f"--github-output={out}", *extra,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -227,10 +229,10 @@ def test_bad_candidates_json_is_refused_with_the_value(raw: str) -> None:
 def test_the_setup_step_fails_loudly_and_writes_nothing(
     tmp_path: Path, args: list[str], env: dict[str, str], message: str
 ) -> None:
-    """The old step was `echo "matrix=$(python -m harness.gha …)"`: a failing loader left an
+    """The old step was `echo "matrix=$(python -m harness.ci.gha …)"`: a failing loader left an
     empty output and a green step. Now the module writes the output, or fails saying why."""
     out = tmp_path / "github_output"
-    done = run_module("harness.gha", "matrix", *args, f"--github-output={out}", env=env)
+    done = run_module("harness.ci.gha", "matrix", *args, f"--github-output={out}", env=env)
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
@@ -257,7 +259,7 @@ def emitted(*cells: str) -> str:
 def aggregate(reports: Path, matrix_json: str, tiers: str = "core") -> tuple[int, dict[str, Any]]:
     """The aggregate job's steps: the manifest, the report; the report's totals."""
     done = run_module(
-        "harness.gha",
+        "harness.ci.gha",
         "manifest",
         f"--reports={reports}",
         f"--tiers={tiers}",
@@ -335,7 +337,9 @@ def test_the_verdict_outputs(tmp_path: Path) -> None:
     gate = tmp_path / "gate.json"
     gate.write_text(json.dumps({"ok": True, "summary": dict.fromkeys(summary, 0)}))
     assert (
-        run_module("harness.gha", "verdict", f"--gate={gate}", f"--github-output={out}").returncode
+        run_module(
+            "harness.ci.gha", "verdict", f"--gate={gate}", f"--github-output={out}"
+        ).returncode
         == 0
     )
     assert outputs(out) == {"verdict": "pass", "regressions": "0", "missing": "0"}
@@ -394,7 +398,7 @@ def test_the_resolve_step_refuses_an_option_as_a_candidate(tmp_path: Path) -> No
     """A candidate starting with '--' used to reach `uv pip install` as an option."""
     out = tmp_path / "o"
     done = run_module(
-        "harness.trigger", f"--github-output={out}", env={"CANDIDATES": "--pre safetensors"}
+        "harness.ci.trigger", f"--github-output={out}", env={"CANDIDATES": "--pre safetensors"}
     )
     assert done.returncode == 2 and "'--pre' starts with '-'" in done.stderr
     assert not out.exists()
@@ -409,7 +413,7 @@ def test_the_resolve_step_names_the_upstream_pull_request(tmp_path: Path) -> Non
         "PR_SHA": "ABCDEF0123456789",
         "GITHUB_SERVER_URL": "https://github.com",
     }
-    done = run_module("harness.trigger", f"--github-output={out}", env=env)
+    done = run_module("harness.ci.trigger", f"--github-output={out}", env=env)
     assert done.returncode == 0, done.stderr
     got = outputs(out)
     assert json.loads(got["candidates"]) == ["safetensors==0.4.5"]

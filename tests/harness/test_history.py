@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from harness import gate, history, report, screenshot
+from harness.ci import gate
+from harness.report import history, screenshot
+from harness.report import pages as report
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "history"
@@ -286,7 +288,7 @@ def report_line(nodeid: str, outcome: str) -> dict[str, Any]:
 
 
 def test_gate_cli_with_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``harness.gate check --history`` end to end, on a current run rebuilt as cell folders."""
+    """``harness.ci.gate check --history`` end to end, on a current run rebuilt as cell folders."""
     baseline, current = snapshots()
     base = tmp_path / "baseline.json"
     base.write_text(json.dumps(baseline))

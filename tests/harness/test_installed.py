@@ -1,4 +1,4 @@
-"""The installed cell (harness/installed.py) and the GPU run's script (bench/gpu_check.sh).
+"""The installed cell (harness/cells/installed.py) and the GPU run's script (bench/gpu_check.sh).
 
 Real interpreters throughout: uv venvs built offline from the warm cache (kept beside the fault
 suite's), a distribution's metadata planted on ``PYTHONPATH`` where a version the cache does not
@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from harness import backends, installed, paths, report, spec
-from harness.cell import CellResult
+from harness.cells import installed
+from harness.cells.cell import CellResult
+from harness.matrix import backends, paths, spec
+from harness.report import pages as report
 
 ROOT = paths.ROOT
 MATRIX = spec.load(paths.DEFAULT_MATRIX)
@@ -86,7 +88,7 @@ def run_installed(
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     return subprocess.run(
-        [sys.executable, "-m", "harness.installed", *args],
+        [sys.executable, "-m", "harness.cells.installed", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -101,7 +103,7 @@ def gate_check(reports: Path) -> subprocess.CompletedProcess[str]:
     baseline = ROOT / "reports" / "baseline.json"
     cmd = ["check", "--from", str(reports), "--baseline", str(baseline), "--out", str(reports)]
     return subprocess.run(
-        [sys.executable, "-m", "harness.gate", *cmd],
+        [sys.executable, "-m", "harness.ci.gate", *cmd],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import interpreters, paths, run, runner, spec, wheels
+from harness.cells import group_run, run
+from harness.matrix import interpreters, paths, spec, wheels
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 NOWHERE = "3.99"  # no such CPython: no pyenv, uv or PATH can have it
@@ -36,7 +37,7 @@ def test_pyenv_versions_are_found_newest_patch_first_and_checked(tmp_path: Path)
 
 def test_uv_discovery_is_the_last_resort(tmp_path: Path) -> None:
     lone = {"PYENV_ROOT": str(tmp_path)}  # no pyenv versions, nothing named
-    found = interpreters.find([HERE, NOWHERE], uv=runner.uv_bin(), environ=lone)
+    found = interpreters.find([HERE, NOWHERE], uv=group_run.uv_bin(), environ=lone)
     assert found[HERE] is not None and interpreters.version_of(found[HERE]) == HERE
     assert found[NOWHERE] is None
     assert interpreters.find([HERE], uv=None, environ=lone)[HERE] is None  # no uv: not found

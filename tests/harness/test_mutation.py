@@ -1,7 +1,7 @@
-"""nox -s mutation (harness/mutation.py): the plan, the refusals, choosing mutants, scoring, and
+"""nox -s mutation (harness/mutation/runner.py): the plan, the refusals, choosing mutants, scoring, and
 the committed report of a real run in both cells (reports/mutation.json, docs/mutation.md's table).
 
-The refusals run the real command line (``python -m harness.mutation``) against real git work
+The refusals run the real command line (``python -m harness.mutation.runner``) against real git work
 trees and a real interpreter that lacks the tool; the report is the one a real run wrote.
 """
 
@@ -17,7 +17,11 @@ from typing import Any
 
 import pytest
 
-from harness import mutation, mutation_plan, mutation_report, mutation_tool, paths, spec
+from harness.matrix import paths, spec
+from harness.mutation import plan as mutation_plan
+from harness.mutation import report as mutation_report
+from harness.mutation import runner as mutation
+from harness.mutation import tool as mutation_tool
 
 ROOT = paths.ROOT
 REPORT = ROOT / "reports" / mutation.REPORT_NAME
@@ -25,7 +29,7 @@ REPORT = ROOT / "reports" / mutation.REPORT_NAME
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.mutation", "run", *args],
+        [sys.executable, "-m", "harness.mutation.runner", "run", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -578,7 +582,7 @@ def test_the_mutmut_configuration_names_the_modules_the_tests_and_the_plugin(
     config = tomllib.loads(text)["tool"]["mutmut"]
     assert config["only_mutate"] == ["compat/device.py"]
     assert config["pytest_add_cli_args_test_selection"] == list(plan.tests)
-    assert config["pytest_add_cli_args"][:2] == ["-p", "harness.mutation_tool"]
+    assert config["pytest_add_cli_args"][:2] == ["-p", "harness.mutation.tool"]
     assert config["also_copy"] == ["README.md", "docs/", "harness/"]
 
 

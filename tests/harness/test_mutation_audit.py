@@ -1,4 +1,4 @@
-"""``nox -s mutation -- --audit N`` (harness/mutation_audit.py): which equivalents are drawn, how
+"""``nox -s mutation -- --audit N`` (harness/mutation/audit.py): which equivalents are drawn, how
 a catalogued mutant is applied to a copy of compat/, and when the audit fails.
 
 The fuzz itself (tests/differential.py) is run for real on a copy of compat/ with the plan's
@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness import mutation_audit, mutation_plan, paths
+from harness.matrix import paths
+from harness.mutation import audit as mutation_audit
+from harness.mutation import plan as mutation_plan
 
 ROOT = paths.ROOT
 PLAN = mutation_plan.load()

@@ -1,4 +1,4 @@
-"""harness.nightly_issue: the issue text from gate.json and what the night's jobs produced, and
+"""harness.ci.nightly_issue: the issue text from gate.json and what the night's jobs produced, and
 its API calls against a local server on 127.0.0.1 that plays GitHub's REST API and records every
 request; and the nightly workflow's jobs around it (history, issue, pages, mutation), read with
 yaml and their scripts run here with a stand-in `python` for what needs the runner."""
@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness import gate, gha, nightly_issue, spec
-from harness import mutation as mutation_run
+from harness.ci import gate, gha, nightly_issue
+from harness.matrix import spec
+from harness.mutation import runner as mutation_run
 from tests.harness.local_http import serving
 from tests.harness.test_workflows import jobs, uses, workflow
 
@@ -47,7 +48,7 @@ def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:
 
 
 def gate_result(ok: bool) -> dict[str, Any]:
-    """A real gate result (harness.gate.compare): green, or one regression and one lost cell."""
+    """A real gate result (harness.ci.gate.compare): green, or one regression and one lost cell."""
     passed = {TEST: "passed"}
     baseline = {
         "schema": 2,
@@ -169,7 +170,7 @@ def run_script(
     elif path.exists():
         path.unlink()
     env = api_env(server)
-    cmd = [sys.executable, "-m", "harness.nightly_issue", f"--gate={path}", f"--run-url={RUN}"]
+    cmd = [sys.executable, "-m", "harness.ci.nightly_issue", f"--gate={path}", f"--run-url={RUN}"]
     return subprocess.run(
         [*cmd, *facts],
         cwd=ROOT,
@@ -243,7 +244,7 @@ def test_a_nightly_without_a_gate_result_opens_the_issue_too(
 def test_the_script_needs_what_github_actions_sets(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.nightly_issue", f"--run-url={RUN}"],
+        [sys.executable, "-m", "harness.ci.nightly_issue", f"--run-url={RUN}"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -360,7 +361,7 @@ def test_with_every_fact_given_red_and_green_nights_open_and_close(
     ("text", "said"),
     [
         ("{not json", "not JSON"),
-        ('{"ok": true}', "not a gate result (accepted: harness.gate's object with ok (bool),"),
+        ('{"ok": true}', "not a gate result (accepted: harness.ci.gate's object with ok (bool),"),
     ],
     ids=["not-json", "not-a-gate-result"],
 )
@@ -371,7 +372,7 @@ def test_an_unreadable_gate_json_opens_the_issue_naming_it(
     (tmp_path / "gate.json").write_text(text)
     done = subprocess.run(
         [
-            *[sys.executable, "-m", "harness.nightly_issue", f"--gate={tmp_path / 'gate.json'}"],
+            *[sys.executable, "-m", "harness.ci.nightly_issue", f"--gate={tmp_path / 'gate.json'}"],
             *[f"--run-url={RUN}", "--history-result=success"],
         ],
         cwd=ROOT,
@@ -496,7 +497,7 @@ def test_the_issue_job_opens_the_issue_when_the_matrix_produced_nothing(
     (download,) = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
     assert download["continue-on-error"] is True
     assert download["with"]["path"] == "nightly"  # nothing of the checkout passes for a result
-    (script,) = [s for s in issue["steps"] if "harness.nightly_issue" in s.get("run", "")]
+    (script,) = [s for s in issue["steps"] if "harness.ci.nightly_issue" in s.get("run", "")]
     assert "continue-on-error" not in script  # a failing API call fails the job: it is seen
     context = {  # the setup job failed: no cell ran, the aggregate uploaded nothing
         "needs.matrix.result": "failure",
@@ -544,7 +545,7 @@ def aggregate_report(reports: Path, cells: int) -> None:
     ``cells`` of them uploaded results (empty cell.json stand-ins: no-record all the same)."""
     emitted = gha.github_matrix(spec.load(), ["core"], ["cpu"])
     env = os.environ | {"EXPECTED_MATRIX": json.dumps(emitted)}
-    for args in (["harness.gha", "manifest", "--tiers", "core"], ["harness.report"]):
+    for args in (["harness.ci.gha", "manifest", "--tiers", "core"], ["harness.report.pages"]):
         cmd = [sys.executable, "-m", *args, "--reports", str(reports)]
         subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=True, timeout=120)
     for entry in emitted["include"][:cells]:

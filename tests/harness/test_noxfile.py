@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner, spec
+from harness.cells import group_run
+from harness.matrix import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +52,7 @@ def test_every_cell_and_group_is_listed(listed: list[dict[str, object]]) -> None
         assert len(core) == 20  # 12 pairs on the default Python + 8 Python corners
         assert len([c for c in core if not c.named_python]) == 12
         assert {f"tests-{c.id}" for c in cells} <= names
-        assert {runner.group_name(c) for c in cells} <= names
+        assert {group_run.group_name(c) for c in cells} <= names
     assert {"tests-torch2.5-cuda", "tests-torch2.5-ao0.7-cuda", "tests-torch2.3-cpu"} <= names
     assert {"tests-torch2.5-py3.13-cpu", "tests-torch2.5-ao0.8-py3.10-cpu"} <= names
     assert {"matrix", "report", "tests", "lint"} <= names

@@ -1,4 +1,4 @@
-"""harness.previous_runs: earlier nightlies' report artifacts, fetched from a local server on
+"""harness.ci.previous_runs: earlier nightlies' report artifacts, fetched from a local server on
 127.0.0.1 that plays GitHub's REST API (runs, artifacts, the archive's redirect) and records
 every request."""
 
@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from harness import history, previous_runs
-from harness.github_api import GitHub
+from harness.ci import previous_runs
+from harness.ci.github_api import GitHub
+from harness.report import history
 from tests.harness.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +136,7 @@ def fetch(server: FakeGitHub, out: Path, **env: str) -> subprocess.CompletedProc
         "GITHUB_RUN_ID": "500",
         **env,
     }
-    cmd = [sys.executable, "-m", "harness.previous_runs", "--workflow=nightly.yml"]
+    cmd = [sys.executable, "-m", "harness.ci.previous_runs", "--workflow=nightly.yml"]
     return subprocess.run(
         [*cmd, "--runs=5", f"--out={out}"],
         cwd=ROOT,
@@ -231,7 +232,7 @@ def test_a_bad_earlier_artifact_is_skipped_naming_the_run_and_why(
     kind: str, tmp_path: Path
 ) -> None:
     """A corrupt zip crashed the script; a matrix.json that is JSON but no report was kept, and
-    `harness.report --history` then failed on it: either way the history job failed."""
+    `harness.report.pages --history` then failed on it: either way the history job failed."""
     bad, why = BAD_ARTIFACTS[kind]
     good = archive({"matrix.json": json.dumps(REPORT).encode()})
     runs: Runs = {400: (40, [(2, False, bad)]), 300: (30, [(3, False, good)])}

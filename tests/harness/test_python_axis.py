@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import paths, runner, spec, wheels
-from harness.spec import MatrixSpecError
+from harness.cells import group_run
+from harness.matrix import paths, spec, wheels
+from harness.matrix.spec import MatrixSpecError
 
 MATRIX = """
 [run]
@@ -87,8 +88,8 @@ def test_the_default_python_names_no_cell_and_the_corners_join_the_core_tier(
         "torch2.6-ao0.8-py3.13-cpu",
     }
     assert core["torch2.6-ao0.8-py3.13-cpu"].python == "3.13"
-    assert runner.group_name(core["torch2.6-ao0.8-py3.13-cpu"]) == "tests-torch2.6-py3.13-cpu"
-    assert runner.group_name(core["torch2.6-ao0.8-cpu"]) == "tests-torch2.6-cpu"
+    assert group_run.group_name(core["torch2.6-ao0.8-py3.13-cpu"]) == "tests-torch2.6-py3.13-cpu"
+    assert group_run.group_name(core["torch2.6-ao0.8-cpu"]) == "tests-torch2.6-cpu"
     assert m.default().id == "torch2.6-ao0.8-cpu" and m.default().python == "3.11"
 
 
@@ -109,7 +110,7 @@ def test_the_extended_tier_holds_every_other_published_combination(tmp_path: Pat
     # a core torch's cell on a Python that is not its corner is extended, in its own venv group
     assert "torch2.6-ao0.6-py3.10-cpu" in {c.id for c in extended}
     (cell,) = [c for c in extended if c.id == "torch2.6-ao0.6-py3.10-cpu"]
-    assert runner.group_name(cell) == "tests-torch2.6-py3.10-extended-cpu"
+    assert group_run.group_name(cell) == "tests-torch2.6-py3.10-extended-cpu"
     # torchao 0.14.1 has no 3.10 wheel: torch 2.9 has no 3.10 cell at all
     assert not [c for c in extended if c.torch.label == "2.9"]
 
@@ -228,7 +229,7 @@ def test_the_committed_wheels_toml_is_what_the_index_offers() -> None:
     release whose wheels changed, or a pin added without re-running --write, fails here."""
     recorded = wheels.load(paths.ROOT / wheels.FILE).pythons
     pythons = spec.load().python
-    found = wheels.query(wheels.pins_of(paths.ROOT / "matrix.toml"), pythons, uv=runner.uv_bin())
+    found = wheels.query(wheels.pins_of(paths.ROOT / "matrix.toml"), pythons, uv=group_run.uv_bin())
     assert wheels.differences(recorded, found) == []
 
 
@@ -236,10 +237,10 @@ def test_a_cell_on_another_python_gets_the_corner_profile_unless_the_run_names_o
     matrix = spec.load()
     cells = {c.id: c for c in matrix.cells(backend="cpu")}
     default, corner = cells["torch2.6-ao0.8-cpu"], cells["torch2.6-ao0.8-py3.13-cpu"]
-    assert runner.profile_env(matrix, default, {}) == {}
-    assert runner.profile_env(matrix, corner, {}) == {"HYPOTHESIS_PROFILE": "corner"}
+    assert group_run.profile_env(matrix, default, {}) == {}
+    assert group_run.profile_env(matrix, corner, {}) == {"HYPOTHESIS_PROFILE": "corner"}
     # GitHub's matrix workflow passes an empty input: not a choice
-    assert runner.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": ""}) == {
+    assert group_run.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": ""}) == {
         "HYPOTHESIS_PROFILE": "corner"
     }
-    assert runner.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": "nightly"}) == {}
+    assert group_run.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": "nightly"}) == {}

@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 
-from harness import paths, report, screenshot, spec, trigger, verdict
-from harness.cell import CellResult
+from harness.cells import verdict
+from harness.cells.cell import CellResult
+from harness.ci import trigger
+from harness.matrix import paths, spec
+from harness.report import pages as report
+from harness.report import screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_chromium = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""The matrix run's plumbing (harness/run.py), on real cells of a throwaway project run by the
+"""The matrix run's plumbing (harness/cells/run.py), on real cells of a throwaway project run by the
 real noxfile: each group's venv and install are made ahead of the group's turn, beside the tests
 of the groups before it, so that a cold run's downloads overlap tests instead of waiting."""
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
-from harness.spec import MatrixSpecError
+from harness.matrix import spec
+from harness.matrix.spec import MatrixSpecError
 
 BASE = """
 [run]

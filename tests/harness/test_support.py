@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import support
+from harness.report import support
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_the_readme_table_is_rendered_between_its_markers() -> None:
 def test_the_committed_support_window_matches_the_readme_and_pyproject() -> None:
     doc = json.loads((ROOT / "reports" / "support.json").read_text())
     readme = (ROOT / "README.md").read_text()
-    assert support.render_table(doc) in readme, "re-run python -m harness.support --readme"
+    assert support.render_table(doc) in readme, "re-run python -m harness.report.support --readme"
     pyproject = (ROOT / "pyproject.toml").read_text()
     python_floor = re.search(r'requires-python = ">=([0-9.]+)"', pyproject)
     torch_floor = re.search(r'"torch>=([0-9.]+)"', pyproject)

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import gha, spec
+from harness.ci import gha
+from harness.matrix import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -148,9 +149,9 @@ def test_the_aggregate_judges_the_cells_the_setup_job_emitted() -> None:
     assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", "cell"]
     assert aggregate["env"]["EXPECTED_MATRIX"] == "${{ needs.setup.outputs.matrix }}"
     runs = [s.get("run", "") for s in aggregate["steps"]]
-    manifest = next(i for i, r in enumerate(runs) if "python -m harness.gha manifest" in r)
-    report = next(i for i, r in enumerate(runs) if "python -m harness.report" in r)
-    gate = next(i for i, r in enumerate(runs) if "python -m harness.gate check" in r)
+    manifest = next(i for i, r in enumerate(runs) if "python -m harness.ci.gha manifest" in r)
+    report = next(i for i, r in enumerate(runs) if "python -m harness.report.pages" in r)
+    gate = next(i for i, r in enumerate(runs) if "python -m harness.ci.gate check" in r)
     assert manifest < report and manifest < gate  # both judge exactly the emitted cells
     assert any("bad_cells" in r for r in runs[report:])
 
@@ -311,7 +312,7 @@ def test_only_the_nightly_issue_job_may_write_issues() -> None:
     assert granted("issues", "write") == [("nightly.yml", "issue")]
     issue = jobs(workflow("nightly.yml"))["issue"]
     assert issue["if"] == "${{ !cancelled() && github.event_name == 'schedule' }}"
-    assert any("harness.nightly_issue" in s.get("run", "") for s in issue["steps"])
+    assert any("harness.ci.nightly_issue" in s.get("run", "") for s in issue["steps"])
 
 
 def test_gate_entry_points_and_outputs() -> None:
@@ -336,7 +337,7 @@ def test_gate_entry_points_and_outputs() -> None:
         )
     (resolve,) = [s for s in jobs(doc)["resolve"]["steps"] if s.get("id") == "resolve"]
     assert set(resolve["env"]) == {"CANDIDATES", "PR_REPOSITORY", "PR_NUMBER", "PR_SHA"}
-    assert "harness.trigger" in resolve["run"]
+    assert "harness.ci.trigger" in resolve["run"]
     call = jobs(doc)["matrix"]["with"]
     assert call["gate"] is True and call["judged"] == "${{ needs.resolve.outputs.judged }}"
 
@@ -346,7 +347,7 @@ def test_the_gate_reports_to_the_upstream_commit_with_a_secret_never_the_payload
     assert doc["on"]["workflow_call"]["secrets"]["status-token"]["required"] is False
     verdict = jobs(doc)["verdict"]
     assert verdict["permissions"] == {"contents": "read"}
-    (post,) = [s for s in verdict["steps"] if "harness.commit_status" in s.get("run", "")]
+    (post,) = [s for s in verdict["steps"] if "harness.ci.commit_status" in s.get("run", "")]
     assert post["env"]["UPSTREAM_STATUS_TOKEN"] == (
         "${{ secrets.status-token || secrets.COMPAT_MATRIX_STATUS_TOKEN }}"
     )
@@ -393,10 +394,10 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     runs = {step.get("name", ""): step for step in history["steps"]}
     fetch = runs["earlier nightlies' reports"]
     assert fetch["if"] == "${{ github.event_name == 'schedule' }}"  # never under act
-    assert "python -m harness.previous_runs --workflow nightly.yml" in fetch["run"]
+    assert "python -m harness.ci.previous_runs --workflow nightly.yml" in fetch["run"]
     judged = runs["the report and the gate with the history"]["run"]
-    assert "python -m harness.report --reports reports" in judged and '"${hist[@]}"' in judged
-    assert "python -m harness.gate check" in judged
+    assert "python -m harness.report.pages --reports reports" in judged and '"${hist[@]}"' in judged
+    assert "python -m harness.ci.gate check" in judged
     assert runs["upload the report with its history"]["with"]["name"] == "matrix-report-history"
     issue = nightly["issue"]
     assert issue["needs"] == ["matrix", "history"]
@@ -447,7 +448,7 @@ def test_nightly_schedule_and_inputs() -> None:
 def test_matrix_pipeline_shape() -> None:
     doc = workflow("matrix.yml")
     setup, cell, aggregate = (jobs(doc)[k] for k in ("setup", "cell", "aggregate"))
-    assert any("python -m harness.gha matrix" in s.get("run", "") for s in setup["steps"])
+    assert any("python -m harness.ci.gha matrix" in s.get("run", "") for s in setup["steps"])
     strategy = cell["strategy"]
     assert strategy["fail-fast"] is False and "max-parallel" in strategy
     assert strategy["matrix"] == "${{ fromJSON(needs.setup.outputs.matrix) }}"

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from harness import spec
+from harness.matrix import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "docs" / "github-actions.md"  # where the caller workflow is documented

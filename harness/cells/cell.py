@@ -1,0 +1,630 @@
+"""Run one matrix cell and record what happened in ``cell.json``.
+
+A cell is: install the pins into a venv, probe what loaded, run the test suite with JUnit and
+reportlog output, classify the evidence (:mod:`harness.cells.evidence`) and write the record. Every
+way a cell can go wrong ends in a status (:mod:`harness.cells.status`), never in an exception that
+would stop the matrix: the caller turns an exception of the harness itself into the cell's
+``harness-error`` record (:func:`harness_error`). Standard library only: this module runs in the
+nox process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cells import carry, evidence
+from harness.cells.status import OK_STATUSES, OUTCOMES, RAN_STATUSES, format_counts
+from harness.matrix import backends, paths
+from harness.matrix.procs import Echo, Ran, Stop, run_logged
+from harness.matrix.spec import Cell, Matrix
+
+PROBE = Path(__file__).resolve().parent / "probe.py"
+LOG_TAIL_LINES = 60
+INSTALL_REASON_CHARS = 400  # an install error's reason, installer's message included, at most
+CUT = " … [cut: the cell's output.log has it all]"
+
+
+@dataclass
+class CellResult:
+    id: str
+    tier: str
+    python: str
+    torch: str
+    torchao: str
+    backend: str
+    pins: list[str]
+    group: str | None = None  # a downstream cell's library group (matrix.toml [[downstream]])
+    status: str = "passed"
+    reason: str = ""
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    duration_s: float = 0.0
+    installed: dict[str, str | None] = field(default_factory=dict)
+    torchao_cpp: bool | None = None
+    failures: list[dict[str, str]] = field(default_factory=list)
+    log_tail: str = ""
+    candidates: list[str] = field(default_factory=list)  # upstream candidates installed last
+    controls: dict[str, str] = field(default_factory=dict)  # negative control -> its outcome
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step
+    # upstream-bug trackers: nodeid -> {"outcome", "reason"}; xfailed: the bug is still there
+    trackers: dict[str, dict[str, str]] = field(default_factory=dict)
+    # every test's final outcome (from the reportlog), skip reasons, reruns: what the gate reads
+    tests: dict[str, str] = field(default_factory=dict)
+    skips: dict[str, str] = field(default_factory=dict)
+    reruns: dict[str, int] = field(default_factory=dict)
+    exit_status: int | None = None  # the test process's; None if it never ran or was killed
+    # a cell run in an existing interpreter (harness/cells/installed.py): what it ran in; else empty
+    environment: dict[str, Any] = field(default_factory=dict)
+    # a downstream cell's scenarios: nodeid -> library, scenario, route (alone / compat), link,
+    # and the test's outcome from the reportlog (tests/downstream/conftest.py names them)
+    scenarios: dict[str, dict[str, str]] = field(default_factory=dict)
+    # properties the nightly profile's time budget stopped before their examples ran out
+    # (tests/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
+    budget_cuts: dict[str, str] = field(default_factory=dict)
+    # the Hypothesis profile the tests ran under (tests/profiles.py): "ci" unless the run named
+    # one or the cell is on a non-default Python ("corner": a quarter of each property's examples)
+    hypothesis_profile: str = ""
+    # tests not run here whose verdicts (in ``tests``) came from another cell: nodeid -> its id
+    carried: dict[str, str] = field(default_factory=dict)
+    # how carrying went (harness/cells/carry.py): source, run / carried counts, a refusal's reason,
+    # or a full run's comparison
+    carry: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATUSES
+
+    def write(self, outdir: Path) -> Path:
+        """Write cell.json into ``outdir``, clearing whatever stands in the way (a file where
+        the folder should be): the record of a cell must not be lost to what its tests did."""
+        if outdir.exists() and not outdir.is_dir():
+            outdir.unlink()
+        outdir.mkdir(parents=True, exist_ok=True)
+        path = outdir / paths.CELL_FILE
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        return path
+
+
+def new_result(cell: Cell) -> CellResult:
+    return CellResult(
+        cell.id,
+        cell.tier,
+        cell.python,
+        cell.torch.label,
+        cell.torchao.label,
+        cell.backend.name,
+        cell.requirements(),
+        cell.group,
+    )
+
+
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+# --- why an install failed ---------------------------------------------------------------
+
+# terminal escapes: CSI sequences (colours, erase line), OSC sequences (links, titles)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+# where uv's error report starts: `error:` (uv, and pip's `ERROR:`), or miette's `×`
+_START = re.compile(r"^ {0,2}(?:error:|×)", re.IGNORECASE)
+# a link of the chain: the error, each cause (uv's `cause:` / `Caused by:` / `├─▶` / `╰─▶`)
+_LINK = re.compile(r"^ {0,2}(?:(?:error|caused by|cause)\s*:|×|├─▶|╰─▶)\s*(.*)$", re.IGNORECASE)
+_HINT = re.compile(r"^\s*(?:hint|help)\s*:\s*(.*)$", re.IGNORECASE)
+# in a build's own output (after a blank line): the line that says what went wrong
+_FAILURE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)|error)\s*:\s*\S")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def cap(text: str, limit: int, marker: str = CUT) -> str:
+    """``text`` if it fits in ``limit`` characters, else its start and ``marker``, together at
+    most ``limit`` characters (the marker alone, whole, if ``limit`` leaves no room for more)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: max(limit - len(marker), 0)].rstrip()
+    return kept + marker if kept else marker.strip()
+
+
+def installer_message(output: str, limit: int = INSTALL_REASON_CHARS) -> str:
+    """What the installer said went wrong, condensed from its whole output to one line.
+
+    uv's report (from the first ``error:`` or ``×`` line on) becomes its chain joined by
+    ``": "``: the error, each cause (``cause:``, ``Caused by:``, ``├─▶``, ``╰─▶``: the
+    "Because ..." explanation of a failed resolution), for a failed build the last line of the
+    build's own output that names an error (``RuntimeError: ...``, ``error: command ... failed``),
+    then uv's hints (``; hint: ...``). Lines uv wrapped are joined; progress lines before the
+    report are dropped. Output without such a report gives its last non-blank line.
+
+    Guaranteed, for any ``output``: no terminal escape, no line break or other control
+    character, no runs of whitespace, no leading or trailing space, at most ``limit``
+    characters (a longer message is cut and ends in :data:`CUT`; ``limit`` below its length
+    gives :data:`CUT` alone); empty only when the output, terminal escapes removed, shows nothing.
+    """
+    lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines()]
+    start = next((i for i, line in enumerate(lines) if _START.match(line)), len(lines))
+    text = _uv_report(lines[start:])
+    if not text:
+        visible = [line for line in lines if _printable(line).strip()]
+        text = visible[-1] if visible else ""
+    return cap(_one_line(_printable(text)), limit)
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+def _uv_report(lines: Sequence[str]) -> str:
+    """uv's report (its lines from the first ``error:`` / ``×`` on) as one chain of text."""
+    links: list[str] = []
+    hints: list[str] = []
+    failure = ""  # the last line of a build's own output that names an error
+    current: list[str] | None = None  # the entry that indented lines continue
+    for line in lines:
+        link, hint = _LINK.match(line), _HINT.match(line)
+        if link:
+            links.append(link.group(1))
+            current = links
+        elif hint:
+            hints.append(hint.group(1))
+            current = hints
+        elif not line.strip():
+            current = None  # after a blank line: a build's own output, not uv's chain
+        elif current is not None and line[:1].isspace():
+            current[-1] += " " + line.strip()
+        elif _FAILURE.match(line):
+            failure = line
+    text = ""
+    for part in (_one_line(x).rstrip(":") for x in [*links, failure] if x.strip()):
+        text += part if not text else (" " if text.endswith(".") else ": ") + part
+    for hint_text in (_one_line(h) for h in hints if h.strip()):
+        text += ("" if not text else " " if text.endswith(".") else "; ") + f"hint: {hint_text}"
+    return text
+
+
+def install_step(plan: CellPlan, cmd: Sequence[str]) -> str:
+    """Which install of the cell ``cmd`` is: ``"the candidates"`` when it installs the plan's
+    upstream candidates (:func:`candidate_command`: they end it, verbatim), else
+    ``"the pins"`` (the cell's pins and the test requirements)."""
+    wanted = list(plan.candidates)
+    return "the candidates" if wanted and list(cmd[-len(wanted) :]) == wanted else "the pins"
+
+
+def install_error_reason(step: str, returncode: int | None, output: str) -> str:
+    """The reason of an install that exited non-zero: the exit code, which install (``step``,
+    :func:`install_step`) and the installer's message (:func:`installer_message`), e.g.
+    ``install exited 1 (the candidates): No solution found when resolving dependencies: Because
+    there is no version of safetensors==99.0.0 ...``. One line, at most
+    :data:`INSTALL_REASON_CHARS` characters: a Markdown table cell once ``|`` is escaped."""
+    head = f"install exited {returncode} ({step})"
+    message = installer_message(output, max(INSTALL_REASON_CHARS - len(head) - 2, len(CUT)))
+    return f"{head}: {message}" if message else head
+
+
+def record(cell: Cell, status: str, reason: str, reports: Path, **extra: Any) -> CellResult:
+    """A cell that ends without running (skipped, interrupted before it started, a harness
+    error): its record, with any earlier result of the cell removed first."""
+    outdir = paths.cell_dir(reports, cell.id)
+    if outdir.is_dir():
+        shutil.rmtree(outdir)
+    result = new_result(cell)
+    result.status, result.reason = status, reason
+    for key, value in extra.items():
+        setattr(result, key, value)
+    result.write(outdir)
+    return result
+
+
+def harness_error(cell: Cell, exc: BaseException, reports: Path) -> CellResult:
+    """The record of a cell for which the harness itself raised. Written where the cell's record
+    goes (clearing what stands there); if even that fails, the result is still returned and the
+    run's verdict shows the cell as having no record."""
+    result = new_result(cell)
+    result.status = "harness-error"
+    result.reason = f"the harness failed for this cell: {type(exc).__name__}: {exc}"
+    result.log_tail = tail("".join(traceback.format_exception(exc)))
+    try:
+        outdir = paths.cell_dir(reports, cell.id)
+        if outdir.is_dir():
+            shutil.rmtree(outdir, ignore_errors=True)
+        result.write(outdir)
+    except OSError as again:
+        result.reason += f" (and its record could not be written: {again})"
+    return result
+
+
+# --- the plan of a cell ------------------------------------------------------------------
+
+
+@dataclass
+class CellPlan:
+    """Everything needed to run a cell, resolved by the caller (the runner or a test)."""
+
+    cell: Cell
+    python: Path  # the venv's interpreter
+    outdir: Path
+    install: list[list[str]]  # commands; empty when the venv is prepared by the caller
+    pytest_args: list[str]
+    xfails: list[dict[str, Any]]
+    probe_script: Path = PROBE  # imports torch, writes probe.json, then runs pytest
+    env: dict[str, str] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
+    cwd: Path = paths.ROOT  # the project the tests belong to: the folder of matrix.toml
+    carry: carry.Role | None = None  # its part in carrying verdicts (harness/cells/carry.py)
+    tests: list[str] = field(default_factory=lambda: ["tests"])  # the paths pytest_args collect
+
+
+def install_commands(
+    cell: Cell,
+    python: Path,
+    *,
+    uv: str,
+    requirements: Sequence[str],
+    candidates: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> list[list[str]]:
+    """``uv pip install`` of the cell's pins plus the test requirements, in one resolution;
+    then, if any, the upstream candidates (taken verbatim: a requirement, a wheel path, a URL),
+    installed after the pins so that they replace what the pins brought."""
+    cmd = [uv, "pip", "install", "--python", str(python)]
+    index = cell.backend.index_url(environ)
+    if index:
+        cmd += ["--index", index]  # uv prefers it over the default index for what it holds
+    cmd += cell.requirements()
+    for req in requirements:
+        cmd += ["-r", str(req)]
+    return [cmd, candidate_command(uv, python, candidates)] if candidates else [cmd]
+
+
+def candidate_command(uv: str, python: Path, candidates: Sequence[str]) -> list[str]:
+    """Install upstream candidates verbatim into the venv, over whatever the pins brought."""
+    return [uv, "pip", "install", "--python", str(python), *candidates]
+
+
+def cell_pytest_args(
+    cell: Cell,
+    outdir: Path,
+    tests: Sequence[str] = ("tests",),
+    reruns: int = 0,
+    ignore: Sequence[str] = (),
+) -> list[str]:
+    rerun_args = [f"--reruns={reruns}"] if reruns else []
+    return [
+        *tests,
+        "--ignore=tests/harness",
+        *(f"--ignore={path}" for path in ignore),
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={outdir / 'junit.xml'}",
+        "-o",
+        "junit_family=xunit2",
+        "-o",
+        f"junit_suite_name={cell.id}",
+        f"--report-log={outdir / 'log.jsonl'}",
+        *rerun_args,
+    ]
+
+
+def plan_for(
+    matrix: Matrix,
+    cell: Cell,
+    python: Path,
+    *,
+    uv: str,
+    reports: Path,
+    candidates: Sequence[str] = (),
+) -> CellPlan:
+    outdir = paths.cell_dir(reports, cell.id)
+    requirements = [str(matrix.root / r) for r in matrix.requirements_for(cell)]
+    found = matrix.xfails_for(
+        cell.torch.label, cell.torchao.label, cell.backend.name, cell.group, cell.python
+    )
+    xfails = [x.as_record() for x in found]
+    tests, ignore = matrix.test_paths(cell)
+    return CellPlan(
+        cell,
+        python,
+        outdir,
+        install_commands(cell, python, uv=uv, requirements=requirements, candidates=candidates),
+        cell_pytest_args(cell, outdir, tests, matrix.reruns, ignore),
+        xfails,
+        env=dict(cell.backend.env),
+        candidates=list(candidates),
+        cwd=matrix.root,
+        tests=list(tests),
+    )
+
+
+# --- what the tests said ------------------------------------------------------------------
+
+CONTROLS_PREFIX = "tests/controls/"
+
+
+def control_outcomes(log: evidence.TestLog) -> dict[str, str]:
+    """The naive variant of each negative control and how it ended (xfailed: it bit)."""
+    return {
+        nodeid.split("::")[-1].split("[")[0].removeprefix("test_"): outcome
+        for nodeid, outcome in sorted(log.outcomes.items())
+        if nodeid.startswith(CONTROLS_PREFIX) and nodeid.endswith("[naive]")
+    }
+
+
+def tracker_outcomes(log: evidence.TestLog) -> dict[str, dict[str, str]]:
+    """Each upstream-bug tracker: fixed (a strict XPASS), else its final outcome."""
+    return {
+        nodeid: (
+            {"outcome": "fixed", "reason": reason.removeprefix("fixed: ")}
+            if reason.startswith("fixed: ")
+            else {"outcome": log.outcomes.get(nodeid, "absent"), "reason": reason}
+        )
+        for nodeid, reason in sorted(log.trackers.items())
+    }
+
+
+def scenario_outcomes(path: Path, log: evidence.TestLog) -> dict[str, dict[str, str]]:
+    """The downstream scenarios the tests named (``scenarios.json``), each with its outcome from
+    the reportlog (``absent`` if it never reported); empty when the file is missing or bad."""
+    try:
+        named = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(named, dict):
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for nodeid, about in sorted(named.items()):
+        if not isinstance(about, dict):
+            continue
+        entry = {k: str(about.get(k, "")) for k in ("library", "scenario", "route", "link")}
+        entry["outcome"] = log.outcomes.get(nodeid, "absent")
+        out[str(nodeid)] = entry
+    return out
+
+
+def _take_tests(result: CellResult, log: evidence.TestLog) -> None:
+    result.counts, result.failures = log.counts(), log.failures()
+    result.tests = dict(sorted(log.outcomes.items()))
+    result.skips = dict(sorted(log.skips.items()))
+    result.reruns = dict(sorted(log.reruns.items()))
+    result.controls = control_outcomes(log)
+    result.trackers = tracker_outcomes(log)
+    result.budget_cuts = dict(sorted(log.budget_cuts.items()))
+
+
+def _read_facts(path: Path) -> dict[str, Any] | None:
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+# --- one cell ---------------------------------------------------------------------------
+
+
+def run_cell(
+    plan: CellPlan, *, echo: Echo | None = sys.stdout, stop: Stop | None = None
+) -> CellResult:
+    """Install, probe, test; write cell.json, junit.xml, log.jsonl and output.log in outdir."""
+    cell, outdir = plan.cell, plan.outdir
+    if outdir.is_dir():
+        shutil.rmtree(outdir)
+    elif outdir.exists():
+        outdir.unlink()
+    outdir.mkdir(parents=True)
+    log = outdir / "output.log"
+    result = new_result(cell)
+    result.candidates = list(plan.candidates)
+    start = time.monotonic()
+    deadline = start + cell.timeout_s
+
+    def finish(status: str, reason: str = "", output: str = "") -> CellResult:
+        result.status, result.reason = status, reason
+        result.duration_s = round(time.monotonic() - start, 2)
+        if output and status not in OK_STATUSES:
+            result.log_tail = tail(output)
+        result.write(outdir)
+        return result
+
+    def run(cmd: list[str], env: dict[str, str]) -> Ran:
+        return run_logged(
+            cmd,
+            log,
+            timeout_s=deadline - time.monotonic(),
+            env=env,
+            echo=echo,
+            cwd=plan.cwd,
+            stop=stop,
+        )
+
+    reason = backends.host_lacks(cell.backend)
+    if reason:
+        return finish("skipped", reason)
+
+    env = {**os.environ, **plan.env}
+    # torch and TorchAO are thousands of modules: without cached bytecode every import of a
+    # cell recompiles them (~2x slower). Let the venv keep its __pycache__.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for cmd in plan.install:
+        ran = run(cmd, env)
+        result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
+        if ran.interrupted:
+            why = f"the run was stopped ({stop.signal if stop else '?'}) while this cell installed"
+            return finish("interrupted", why, ran.output)
+        if ran.timed_out:
+            return finish("timeout", f"install ran past {cell.timeout_s} s", ran.output)
+        if ran.returncode != 0:
+            why = install_error_reason(install_step(plan, cmd), ran.returncode, ran.output)
+            return finish("install-error", why, ran.output)
+
+    spec_file = outdir / "cell-spec.json"
+    spec_file.write_text(
+        json.dumps(
+            {
+                "id": cell.id,
+                "torch": cell.torch.label,
+                "torchao": cell.torchao.label,
+                "backend": cell.backend.name,
+                "python": cell.python,
+                "downstream": cell.group,
+                "xfails": plan.xfails,
+            },
+            indent=2,
+        )
+    )
+    env["COMPAT_MATRIX_CELL"] = str(spec_file)
+    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
+    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
+    scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
+    env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
+    role = plan.carry
+    source = role.source if role else None
+    if role is not None and source is None and not role.refused:
+        blocked = _blocked_run(plan, env, run, result)
+        if isinstance(blocked, Ran):
+            why = "the run was stopped" if blocked.interrupted else f"ran past {cell.timeout_s} s"
+            status = "interrupted" if blocked.interrupted else "timeout"
+            return finish(status, f"the TorchAO-blocked run {why}", blocked.output)
+        source = blocked
+    facts_file = outdir / "probe.json"
+    # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
+    probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
+    carried = evidence.TestLog()
+    pytest_args = plan.pytest_args
+    if role is not None and source is not None and not role.full:
+        independent = sorted(source.log.outcomes)
+        (outdir / carry.DESELECT_FILE).write_text("".join(f"{n}\n" for n in independent))
+        probe += ["--deselect", str(outdir / carry.DESELECT_FILE)]
+        carried = source.log
+        pytest_args = carry.narrowed(pytest_args, plan.tests, source.dependent)
+    ran = run([*probe, "--out", str(facts_file), "--", *pytest_args], env)
+    result.exit_status = ran.returncode
+    facts = _read_facts(facts_file)
+    if facts is not None:
+        result.installed = facts.get("installed", {})
+        result.torchao_cpp = facts.get("torchao_cpp")
+        result.timings["import"] = facts.get("import_s", 0.0)
+    result.timings["tests"] = round(ran.seconds, 2)
+    tampered = None
+    if not outdir.is_dir():
+        tampered = "the cell's reports folder was replaced by a file during the run"
+    elif not spec_file.is_file():
+        tampered = "the cell's reports folder was deleted during the run"
+    own_log = evidence.read_reportlog(outdir / "log.jsonl")
+    test_log = carry.merge(own_log, carried)
+    _take_tests(result, test_log)
+    result.scenarios = scenario_outcomes(scenarios_file, test_log)
+    stale = evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else []
+    verdict = evidence.classify(
+        ran,
+        facts,
+        own_log,
+        evidence.read_junit(outdir / "junit.xml"),
+        timeout_s=cell.timeout_s,
+        stale=stale,
+        stop_signal=stop.signal if stop else None,
+        tampered=tampered,
+    )
+    if verdict.status == "skipped" and facts is not None:
+        return finish("skipped", backends.torch_lacks(cell.backend, facts.get("backend_error")))
+    if role is not None:
+        verdict = _carry_record(role, source, result, carried, verdict, test_log, stale)
+        if source is not None and outdir.is_dir():
+            carry.write_drift(outdir / "drift.json", source.drift)
+    return finish(verdict.status, verdict.reason, ran.output)
+
+
+def _blocked_run(
+    plan: CellPlan,
+    env: dict[str, str],
+    run: Callable[[list[str], dict[str, str]], Ran],
+    result: CellResult,
+) -> carry.Source | Ran | None:
+    """The source cell's first run: the whole suite with TorchAO blocked, in the cell's
+    ``independent/`` folder. Returns what it established, ``None`` when carrying is refused
+    (the role says why), or the run itself when it was stopped or ran out of time."""
+    role: carry.Role | None = plan.carry
+    cell = plan.cell
+    assert role is not None
+    sub = plan.outdir / carry.BLOCKED_DIR
+    sub.mkdir()
+    args = [a.replace(str(plan.outdir), str(sub)) for a in plan.pytest_args]
+    probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
+    probe += ["--block", role.axis, "--leaks", str(sub / "leaks.json")]
+    blocked_env = {**env, "COMPAT_MATRIX_DRIFT": str(sub / "drift.json")}
+    ran = run([*probe, "--out", str(sub / "probe.json"), "--", *args], blocked_env)
+    result.timings["tests_blocked"] = round(ran.seconds, 2)
+    if ran.interrupted or ran.timed_out:
+        return ran
+    log = evidence.read_reportlog(sub / "log.jsonl")
+    verdict = evidence.classify(
+        ran,
+        _read_facts(sub / "probe.json"),
+        log,
+        evidence.read_junit(sub / "junit.xml"),
+        timeout_s=cell.timeout_s,
+    )
+    leaks = carry.read_leaks(sub / "leaks.json")
+    if verdict.status not in RAN_STATUSES:
+        role.refused = f"the run with {role.axis} blocked ended {verdict.status}: {verdict.reason}"
+    elif leaks is None:
+        role.refused = f"the run with {role.axis} blocked left no readable leaks.json"
+    else:
+        dependent, role.refused = carry.classify_tests(log, leaks, role.varying)
+        if not role.refused:
+            independent = set(log.outcomes) - set(dependent)
+            role.made = carry.Source(
+                cell.id,
+                carry.keep(log, independent),
+                tuple(dependent),
+                carry.read_drift(sub / "drift.json"),
+            )
+    return role.made
+
+
+def _carry_record(
+    role: carry.Role,
+    source: carry.Source | None,
+    result: CellResult,
+    carried: evidence.TestLog,
+    verdict: evidence.Verdict,
+    merged: evidence.TestLog,
+    stale: Sequence[str],
+) -> evidence.Verdict:
+    """Record the cell's part in carrying and its verdict on all its tests."""
+    if source is None:
+        result.carry = {"axis": role.axis, "refused": role.refused}
+        return verdict
+    if role.full:  # every test ran here: record what would have been carried (carry.check)
+        result.carry = {
+            "axis": role.axis,
+            "source": source.cell,
+            "independent": dict(sorted(source.log.outcomes.items())),
+        }
+        return verdict
+    mine = source.cell == result.id
+    if not mine:
+        result.carried = {n: source.cell for n in sorted(carried.outcomes)}
+    result.carry = {
+        "axis": role.axis,
+        "source": source.cell,
+        "run": len(merged.outcomes) - len(result.carried),
+        "carried": len(result.carried),
+    }
+    return carry.judge(verdict, merged, stale, asked_for_none=not source.dependent)
+
+
+def summary_line(result: CellResult) -> str:
+    extra = f" — {result.reason}" if result.reason else ""
+    done = f"{format_counts(result.counts)}; {result.duration_s} s"
+    return f"{result.id}: {result.status.upper()} ({done}){extra}"

@@ -1,0 +1,269 @@
+"""A matrix run: the cells a selection should run, one venv per group, groups side by side.
+
+``nox -s matrix`` (and the gate and baseline sessions) call :func:`run_matrix` in the nox
+process itself: the groups run in threads (their cells are subprocesses), a SIGINT or SIGTERM
+reaches every running cell through one :class:`~harness.matrix.procs.Stop`, and the manifest
+``reports/run.json`` says which cells should have run (the selection minus nothing: a cell of
+an absent backend is recorded as skipped), so the verdict (:mod:`harness.cells.verdict`) is judged
+from what should have run, not from the records that happen to exist.
+
+Each group's venv is made here with ``uv venv`` under nox's envdir (``matrix-<group>``) and kept
+for the next run; the group sessions (``nox -s tests-torch2.5-cpu``) keep their own. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness.cells import group_run
+from harness.cells.cell import CellResult, harness_error, install_commands, record
+from harness.matrix import backends, interpreters, paths
+from harness.matrix.procs import Echo, Stop, run_logged
+from harness.matrix.spec import Cell, Matrix
+
+MANIFEST_SCHEMA = 1
+PREFETCH_DIR = "prefetch"  # in the reports folder: each group's install made ahead, its log
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cells a run should run: matrix.toml filtered by tier and backend."""
+
+    tiers: tuple[str, ...]
+    backends: tuple[str, ...]  # the --backend filter; empty: every backend
+    cells: tuple[Cell, ...]
+    absent: dict[str, str] = field(default_factory=dict)  # backend -> why the runner lacks it
+    interpreters: dict[str, str] = field(default_factory=dict)  # Python -> its interpreter
+    missing: dict[str, str] = field(default_factory=dict)  # Python -> why it was not found
+    not_published: tuple[dict[str, str], ...] = ()  # combinations without a wheel (shown)
+
+    def skip_reason(self, cell: Cell) -> str | None:
+        """Why ``cell`` is recorded as skipped without running: its backend or Python is absent."""
+        return self.absent.get(cell.backend.name) or self.missing.get(cell.python)
+
+    def groups(self) -> dict[str, list[Cell]]:
+        return group_run.group_cells([c for c in self.cells if self.skip_reason(c) is None])
+
+
+def select(
+    matrix: Matrix,
+    tiers: Sequence[str],
+    only: Sequence[str] = (),
+    *,
+    probe_host: bool = True,
+    patterns: Sequence[str] = (),
+) -> Selection:
+    """The cells of ``tiers`` on the backends ``only`` (empty: all), narrowed to the cell ids
+    matching any of ``patterns`` (fnmatch; empty: all)."""
+    cells = [
+        c
+        for c in matrix.cells(tiers=tiers)
+        if (not only or c.backend.name in only)
+        and (not patterns or any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
+    ]
+    absent: dict[str, str] = {}
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    if probe_host:
+        for backend in {c.backend.name: c.backend for c in cells}.values():
+            reason = backends.host_lacks(backend)
+            if reason:
+                absent[backend.name] = reason
+        wanted = list(dict.fromkeys(c.python for c in cells))
+        for python, path in interpreters.find(wanted, uv=_uv_or_none()).items():
+            if path is None:
+                missing[python] = interpreters.missing_reason(python)
+            else:
+                found[python] = str(path)
+    shown = tuple(matrix.not_published(tiers))  # alike on every backend
+    return Selection(tuple(tiers), tuple(only), tuple(cells), absent, found, missing, shown)
+
+
+def _uv_or_none() -> str | None:
+    try:
+        return interpreters.uv_bin()
+    except RuntimeError:
+        return None
+
+
+def cell_entry(cell: Cell) -> dict[str, Any]:
+    """What a manifest (and a "no record" row) says about a cell."""
+    return {
+        "id": cell.id,
+        "tier": cell.tier,
+        "python": cell.python,
+        "torch": cell.torch.label,
+        "torchao": cell.torchao.label,
+        "backend": cell.backend.name,
+        "group": cell.group,
+        "pins": cell.requirements(),
+    }
+
+
+def manifest(
+    selection: Selection, state: str, *, candidates: Sequence[str] = (), signal: str | None = None
+) -> dict[str, Any]:
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "state": state,  # running, finished, interrupted
+        "signal": signal,
+        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tiers": list(selection.tiers),
+        "backends": list(selection.backends),
+        "absent": dict(selection.absent),
+        "missing_pythons": dict(selection.missing),
+        "not_published": list(selection.not_published),
+        "candidates": list(candidates),
+        "cells": [cell_entry(c) for c in selection.cells],
+    }
+
+
+def write_manifest(reports: Path, data: dict[str, Any]) -> Path:
+    reports.mkdir(parents=True, exist_ok=True)
+    path = reports / paths.RUN_FILE
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def ensure_venv(uv: str, python: str, path: Path, version: str | None = None) -> Path:
+    """A venv of ``python`` (a version, or an interpreter's path whose version is ``version``)
+    at ``path`` (kept if it already is one of that version), its interpreter."""
+    path = path.absolute()
+    interpreter = path / "bin" / "python"
+    cfg = path / "pyvenv.cfg"
+    if interpreter.exists() and cfg.exists():
+        pairs = (line.split("=", 1) for line in cfg.read_text().splitlines() if "=" in line)
+        info = {key.strip(): value.strip() for key, value in pairs}
+        if info.get("version_info", "").startswith(f"{version or python}."):
+            return interpreter
+    subprocess.run(
+        [uv, "venv", "--quiet", "--clear", "--python", python, str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    return interpreter
+
+
+class Prefixed:
+    """Lines from several groups on one stream, each line prefixed with its group."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, stream: Echo, prefix: str) -> None:
+        self.stream, self.prefix, self._partial = stream, prefix, ""
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        if lines:
+            with self._lock:
+                self.stream.write("".join(f"[{self.prefix}] {line}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.stream.flush()
+
+
+def run_matrix(
+    matrix: Matrix,
+    selection: Selection,
+    *,
+    envdir: Path,
+    reports: Path,
+    uv: str,
+    candidates: Sequence[str] = (),
+    jobs: int = 1,
+    echo: Echo | None = sys.stdout,
+    stop: Stop | None = None,
+    full: bool = False,
+) -> list[CellResult]:
+    """Run the selection; every cell of it ends with a record (or shows as "no record").
+    ``full``: every test in every cell, the carried verdicts checked (:mod:`harness.cells.carry`).
+
+    The caller holds ``stop.on_signals()`` so that SIGINT / SIGTERM stop the running cells."""
+    stop = stop or Stop()
+    # the report is of this run: results of earlier selections must not linger in it
+    shutil.rmtree(paths.cells_dir(reports), ignore_errors=True)
+    shutil.rmtree(reports / PREFETCH_DIR, ignore_errors=True)
+    write_manifest(reports, manifest(selection, "running", candidates=candidates))
+    results: list[CellResult] = [
+        record(cell, "skipped", reason, reports)
+        for cell in selection.cells
+        if (reason := selection.skip_reason(cell)) is not None
+    ]
+
+    def prepare(name: str, cells: list[Cell]) -> Path:
+        """The group's venv with its first cell's pins, made ahead of the group's turn."""
+        first = cells[0]
+        wanted = selection.interpreters.get(first.python, first.python)
+        python = ensure_venv(uv, wanted, envdir / f"matrix-{name}", first.python)
+        requirements = [str(matrix.root / r) for r in matrix.requirements_for(first)]
+        log = reports / PREFETCH_DIR / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        for cmd in install_commands(
+            first, python, uv=uv, requirements=requirements, candidates=candidates
+        ):
+            ran = run_logged(
+                cmd, log, timeout_s=first.timeout_s, cwd=matrix.root, echo=None, stop=stop
+            )
+            if ran.returncode != 0:
+                break  # the cell meets it again in its own install, and records it
+        return python
+
+    def group(name: str, cells: list[Cell]) -> list[CellResult]:
+        out = echo if echo is None or jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
+        try:
+            python = prepared[name].result()
+        except (OSError, subprocess.CalledProcessError) as exc:
+            return [harness_error(cell, exc, reports) for cell in cells]
+        return group_run.run_cells(
+            matrix,
+            cells,
+            python=python,
+            reports=reports,
+            uv=uv,
+            candidates=candidates,
+            echo=out,
+            stop=stop,
+            full=full,
+            threads=threads,
+        )
+
+    groups = selection.groups()
+    # each group's share of the cores, when they run side by side
+    threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups))))
+    # venvs and installs run ahead of the tests, in order, so that downloads overlap the tests
+    # of the groups before (a warm install is a no-op check of ~0.5 s)
+    installs = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="prefetch")
+    prepared = {name: installs.submit(prepare, name, cells) for name, cells in groups.items()}
+    with installs, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures: dict[Future[list[CellResult]], list[Cell]] = {
+            pool.submit(group, name, cells): cells for name, cells in groups.items()
+        }
+        while not all(f.done() for f in futures):
+            stop.wait(0.2)  # the main thread stays free to take the signal
+        for future, cells in futures.items():
+            try:
+                results += future.result()
+            except Exception as exc:  # a bug in the group's own plumbing: its cells say so
+                results += [harness_error(cell, exc, reports) for cell in cells]
+    state = "interrupted" if stop.requested else "finished"
+    write_manifest(reports, manifest(selection, state, candidates=candidates, signal=stop.signal))
+    order = {cell.id: i for i, cell in enumerate(selection.cells)}
+    return sorted(results, key=lambda r: order[r.id])

@@ -1,0 +1,140 @@
+"""What a gate run was asked to judge: the upstream candidates and the upstream pull request.
+
+    python -m harness.ci.trigger [--github-output "$GITHUB_OUTPUT"]
+
+reads ``$CANDIDATES`` (the dispatch form's field or a ``repository_dispatch`` payload: one or
+more candidates separated by newlines, spaces or commas; a JSON list is also taken) and
+``$PR_REPOSITORY``, ``$PR_NUMBER``, ``$PR_SHA`` (optional: the upstream pull request the
+candidate comes from), and writes ``candidates`` (a JSON list) and ``judged`` (one Markdown
+line naming the pull request, or empty). Everything here is untrusted input: a candidate that
+starts with ``-`` (it would become an installer option) and a malformed pull-request field are
+refused with the bad value and what is accepted. Standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+# a requirement's version specifier or URL part: never a candidate of its own
+_CONTINUES = re.compile(r"^(?:[<>=!~]=?|===|@|;)")
+_OPEN = re.compile(r"(?:[<>=!~]=?|===|@|;)$")
+# what a GitHub repository's owner/name and a commit id look like (harness/ci/commit_status.py too)
+REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9_.-]{1,100}$")
+COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+class TriggerError(ValueError):
+    """A candidate or pull-request field is unusable; the message names it and what is accepted."""
+
+
+def split_candidates(raw: str) -> list[str]:
+    """Candidates from one field: a JSON list, or items separated by newlines, spaces or commas.
+
+    A specifier split off its name (``safetensors >= 0.5``, ``safetensors>=0.4,<0.5``,
+    ``pkg @ https://host/pkg.whl``) is joined back with what it belongs to; a line holding an
+    environment marker (``;``) is one candidate."""
+    text = raw.strip()
+    if text in ("", "null"):  # toJSON() of an absent payload field
+        text = ""
+    elif text.startswith('"'):  # toJSON() of a payload string
+        try:
+            text = str(json.loads(text)).strip()
+        except json.JSONDecodeError as exc:
+            raise TriggerError(f"candidates: not a JSON string ({exc.msg}): {raw!r}") from None
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TriggerError(f"candidates: not a JSON list ({exc.msg}): {raw!r}") from None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise TriggerError(f"candidates: expected a JSON list of strings, got {raw!r}")
+        return _checked([i.strip() for i in items if i.strip()])
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if ";" in line:
+            out.append(line)
+            continue
+        pieces = re.split(r"([\s,]+)", line)  # keep the separators to join specifiers back
+        current = ""
+        for i in range(0, len(pieces), 2):
+            token = pieces[i]
+            sep = pieces[i - 1] if i else ""
+            if not token:
+                continue
+            if current and (_CONTINUES.match(token) or _OPEN.search(current)):
+                current += ("," if "," in sep else " ") + token
+            else:
+                if current:
+                    out.append(current)
+                current = token
+        if current:
+            out.append(current)
+    return _checked(out)
+
+
+def _checked(candidates: list[str]) -> list[str]:
+    if not candidates:
+        raise TriggerError(
+            "no candidate given; accepted: requirements (safetensors==0.8.0), wheel paths or"
+            " URLs, separated by newlines, spaces or commas"
+        )
+    for c in candidates:
+        if c.startswith("-"):
+            raise TriggerError(
+                f"candidate {c!r} starts with '-' and would be read as an installer option;"
+                " accepted: a requirement (safetensors==0.8.0), a wheel path or a URL"
+            )
+    return candidates
+
+
+def judged_line(repository: str, number: str, sha: str, server: str) -> str:
+    """One Markdown line naming the upstream pull request, or '' when none was named."""
+    repository, number, sha = repository.strip(), number.strip(), sha.strip().lower()
+    if not (repository or number or sha):
+        return ""
+    if not REPOSITORY.match(repository):
+        raise TriggerError(f"pr.repository: expected owner/name, got {repository!r}")
+    if not number.isdigit() or int(number) <= 0:
+        raise TriggerError(f"pr.number: expected a pull-request number, got {number!r}")
+    if sha and not COMMIT.match(sha):
+        raise TriggerError(f"pr.sha: expected 7-40 hex digits, got {sha!r}")
+    url = f"{server.rstrip('/')}/{repository}/pull/{number}"
+    at = f" at `{sha[:12]}`" if sha else ""
+    return f"Judged: upstream pull request [{repository}#{number}]({url}){at}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.ci.trigger")
+    parser.add_argument("--github-output", default=None)
+    args = parser.parse_args(argv)
+    env = os.environ
+    try:
+        candidates = split_candidates(env.get("CANDIDATES", ""))
+        judged = judged_line(
+            env.get("PR_REPOSITORY", ""),
+            env.get("PR_NUMBER", ""),
+            env.get("PR_SHA", ""),
+            env.get("GITHUB_SERVER_URL") or "https://github.com",
+        )
+    except TriggerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = f"candidates={json.dumps(candidates)}\njudged={judged}\n"
+    if args.github_output:
+        with open(args.github_output, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    print(f"candidates: {candidates}" + (f"; {judged}" if judged else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
