@@ -48,6 +48,7 @@ from harness.cells.evidence import read_reportlog
 from harness.cells.status import RAN_STATUSES
 from harness.matrix import interpreters
 from harness.matrix import releases as rel
+from harness.matrix.errors import Refused
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.paths import DEFAULT_REPORTS as REPORTS
 from harness.matrix.paths import ROOT
@@ -58,10 +59,6 @@ from harness.matrix.spec import load as load_matrix
 FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 LOG_TAIL_LINES = 25
 OLD, NEW = "old", "new"  # like --from / like --to
-
-
-class Refused(ValueError):
-    """The bisection cannot start or cannot conclude: the message says why and what is accepted."""
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from harness.cells.cell import (
 )
 from harness.matrix import paths, spec
 from harness.matrix.backends import is_absence
+from harness.matrix.errors import Refused
 from harness.matrix.procs import Echo, Stop
 from harness.matrix.spec import ABSENT, Backend, Cell, ExpectedFailure, Matrix, Version_
 
@@ -60,7 +61,7 @@ DETECT_TIMEOUT_S = 300  # reading versions; torch is imported only if it has no 
 UNMET = "unmet-requirements"
 
 
-class InstalledError(ValueError):
+class InstalledError(Refused):
     """The interpreter cannot be read or does not qualify; the message says why."""
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 from harness.ci.github_api import GitHub
 from harness.ci.trigger import COMMIT, REPOSITORY
+from harness.matrix.errors import Refused
 
 TOKEN_ENV = "UPSTREAM_STATUS_TOKEN"
 API_ENV = "GITHUB_API_URL"
@@ -57,7 +58,7 @@ STATES = {"pass": "success", "fail": "failure", "none": "error"}
 NO_RESULT = "no result: the matrix produced no gate.json"
 
 
-class StatusError(ValueError):
+class StatusError(Refused):
     """The upstream repository or SHA is unusable; the message names it and what is accepted."""
 
 

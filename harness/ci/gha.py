@@ -44,6 +44,7 @@ from typing import Any
 
 from harness.cells import carry, group_run, run
 from harness.matrix import paths, spec
+from harness.matrix.errors import Refused
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 # events only a maintainer starts, by hand or by the schedule: the only ones GPU runners take.
@@ -56,7 +57,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
 
-class GhaError(ValueError):
+class GhaError(Refused):
     """A workflow input or repository variable is unusable; the message says which and why."""
 
 

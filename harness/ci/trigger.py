@@ -19,6 +19,8 @@ import os
 import re
 import sys
 
+from harness.matrix.errors import Refused
+
 # a requirement's version specifier or URL part: never a candidate of its own
 _CONTINUES = re.compile(r"^(?:[<>=!~]=?|===|@|;)")
 _OPEN = re.compile(r"(?:[<>=!~]=?|===|@|;)$")
@@ -27,7 +29,7 @@ REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9_.-]{1,10
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
-class TriggerError(ValueError):
+class TriggerError(Refused):
     """A candidate or pull-request field is unusable; the message names it and what is accepted."""
 
 

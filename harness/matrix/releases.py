@@ -29,12 +29,14 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.matrix.errors import Refused
+
 # `pip index versions --json` (stable output, yanked releases left out) as of this release.
 PIP = "pip==26.3"
 LIST_TIMEOUT_S = 300
 
 
-class ReleaseError(ValueError):
+class ReleaseError(Refused):
     """The index cannot answer for this package: it is unknown, or the listing failed.
     ``empty``: the listing worked and found no release the target can install."""
 

@@ -22,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.matrix import wheels
+from harness.matrix.errors import Refused
 from harness.matrix.paths import DEFAULT_MATRIX
 
 try:
@@ -45,7 +46,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PLATFORMS = ("aix", "cygwin", "darwin", "emscripten", "linux", "wasi", "win32")  # sys.platform
 
 
-class MatrixSpecError(ValueError):
+class MatrixSpecError(Refused):
     """matrix.toml is malformed; the message names the file, the field and the bad value."""
 
     def __init__(self, path: Path | str, field_name: str, problem: str, value: Any = ...) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.matrix import releases
+from harness.matrix.errors import Refused
 
 try:
     import tomllib
@@ -47,7 +48,7 @@ HEADER = """\
 """
 
 
-class WheelsError(ValueError):
+class WheelsError(Refused):
     """wheels.toml is missing an entry or is malformed; the message says how to fix it."""
 
 

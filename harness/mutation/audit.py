@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from harness.mutation.plan import Equivalent, Plan, Refused
+from harness.matrix.errors import Refused
+from harness.mutation.plan import Equivalent, Plan
 
 REPORT_NAME: Final = "mutation-audit.json"
 TIMEOUT_S: Final = 900  # one mutant's fuzz; a mutant that hangs there is not equivalent

@@ -14,12 +14,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness.matrix import paths, spec
+from harness.matrix.errors import Refused
 
 PLAN: Final = paths.ROOT / "mutation.toml"
-
-
-class Refused(Exception):
-    """The setup cannot give a true answer; the message says what and what is accepted."""
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from harness.matrix import paths, spec
+from harness.matrix.errors import Refused
 from harness.matrix.procs import Ran, Stop, run_logged
 from harness.mutation.carry import carry, changed_functions
-from harness.mutation.plan import PLAN, Plan, Refused, load
+from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
 
 REQUIREMENTS: Final = paths.ROOT / "requirements" / "mutation.txt"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.matrix.errors import Refused
 from harness.matrix.paths import ROOT
 
 FAILING = frozenset({"failed", "error"})
@@ -39,7 +40,7 @@ MAX_CHANGES = 100
 CURRENT = "this run"
 
 
-class HistoryError(ValueError):
+class HistoryError(Refused):
     """A run folder without a readable matrix.json."""
 
 

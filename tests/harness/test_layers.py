@@ -122,3 +122,25 @@ def test_the_size_check_sees_a_long_function(tmp_path: Path) -> None:
     long = tmp_path / "long.py"
     long.write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION)
     assert sizes(long) == [("function", "f", MAX_FUNCTION + 1)]
+
+
+def test_every_refusal_of_the_harness_is_one_class() -> None:
+    """Callers turn refusals into an exit status by catching one class: every ValueError the
+    harness defines derives from harness.matrix.errors.Refused."""
+    import importlib
+    import inspect
+
+    from harness.matrix.errors import Refused
+
+    defined = []
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        if path.name == "__init__.py" or rel.parts[-2:] == ("mutation", "tool"):
+            continue  # tool.py imports mutmut, which only the mutation venv holds
+        module = importlib.import_module(".".join(rel.parts))
+        for name, obj in vars(module).items():
+            own = inspect.isclass(obj) and obj.__module__ == module.__name__
+            if own and issubclass(obj, ValueError):
+                defined.append(obj)
+                assert issubclass(obj, Refused), f"{module.__name__}.{name}"
+    assert len(defined) >= 8  # spec, wheels, releases, installed, history, trigger, status, gha

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from harness.matrix import paths, spec
+from harness.matrix.errors import Refused
 from harness.mutation import plan as mutation_plan
 from harness.mutation import report as mutation_report
 from harness.mutation import runner as mutation
@@ -142,7 +143,7 @@ def test_a_bad_plan_is_refused_naming_the_field_and_the_value(tmp_path: Path, ca
     plan.write_text(
         '[run]\ngoal = 0.95\ngoal_modules = ["compat/device.py"]\ntests = ["tests"]\n' + body
     )
-    with pytest.raises(mutation_plan.Refused) as info:
+    with pytest.raises(Refused) as info:
         mutation_plan.load(plan)
     assert field_name in str(info.value) and value in str(info.value)
     done = cli("--plan", str(plan))
@@ -152,7 +153,7 @@ def test_a_bad_plan_is_refused_naming_the_field_and_the_value(tmp_path: Path, ca
 def test_a_goal_out_of_range_is_refused(tmp_path: Path) -> None:
     plan = tmp_path / "mutation.toml"
     plan.write_text('[run]\ngoal = 1.5\ngoal_modules = ["compat/device.py"]\ntests = ["tests"]\n')
-    with pytest.raises(mutation_plan.Refused, match=r"run\.goal 1\.5 is not a number in \(0, 1\]"):
+    with pytest.raises(Refused, match=r"run\.goal 1\.5 is not a number in \(0, 1\]"):
         mutation_plan.load(plan)
 
 

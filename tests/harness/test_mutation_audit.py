@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.matrix import paths
+from harness.matrix.errors import Refused
 from harness.mutation import audit as mutation_audit
 from harness.mutation import plan as mutation_plan
 
@@ -50,7 +51,7 @@ def test_the_draw_is_the_same_for_a_seed_and_only_applicable_entries() -> None:
     assert len(set(first)) == 5
     assert mutation_audit.draw(PLAN, cell, 5, seed=8) != first
     pool = [e for e in PLAN.equivalents if not e.cells or cell in e.cells]
-    with pytest.raises(mutation_plan.Refused, match=rf"has {len(pool)} equivalents; accepted"):
+    with pytest.raises(Refused, match=rf"has {len(pool)} equivalents; accepted"):
         mutation_audit.draw(PLAN, cell, len(pool) + 1, seed=0)
 
 
@@ -59,7 +60,7 @@ def test_an_entry_must_name_a_catalogued_mutant() -> None:
     line = "    " + entry.before.strip()
     mutant = catalogued(entry, 10, line)
     assert mutation_audit.match(entry, [mutant], "torch2.6-ao0.8-cpu") == mutant
-    with pytest.raises(mutation_plan.Refused, match="matches no catalogued mutant"):
+    with pytest.raises(Refused, match="matches no catalogued mutant"):
         mutation_audit.match(entry, [], "torch2.6-ao0.8-cpu")
     # the same change twice in a function: the one nearest the entry's line
     far = {**mutant, "id": "far", "line": entry.line + 40, "end_line": entry.line + 40}
@@ -80,7 +81,7 @@ def test_apply_replaces_the_catalogued_lines_in_a_copy_only(tmp_path: Path) -> N
     assert changed[: number - 1] == lines[: number - 1] and changed[number:] == lines[number:]
     assert (tmp_path / "orig" / control.module).read_text(encoding="utf-8").splitlines() == lines
     stale = {**mutant, "before": "something else"}
-    with pytest.raises(mutation_plan.Refused, match="the catalogue says 'something else'"):
+    with pytest.raises(Refused, match="the catalogue says 'something else'"):
         mutation_audit.apply(tmp_path / "orig", stale, tmp_path / "m2")
 
 
