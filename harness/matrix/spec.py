@@ -22,13 +22,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.matrix import wheels
-from harness.matrix.errors import Refused
 from harness.matrix.paths import DEFAULT_MATRIX
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: a 3.10 cell's tests read matrix.toml through here
-    import tomli as tomllib  # type: ignore[no-redef, import-not-found]
+from harness.matrix.toml_table import Table, TomlError, read
 
 DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 
@@ -46,15 +41,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PLATFORMS = ("aix", "cygwin", "darwin", "emscripten", "linux", "wasi", "win32")  # sys.platform
 
 
-class MatrixSpecError(Refused):
+class MatrixSpecError(TomlError):
     """matrix.toml is malformed; the message names the file, the field and the bad value."""
-
-    def __init__(self, path: Path | str, field_name: str, problem: str, value: Any = ...) -> None:
-        shown = "" if value is ... else f" (got {value!r})"
-        super().__init__(f"{path}: {field_name}: {problem}{shown}")
-        self.path = str(path)
-        self.field = field_name
-        self.value = value
 
 
 @dataclass(frozen=True)
@@ -450,47 +438,10 @@ def paired(torch: Version_, torchao: Version_) -> bool:
 # --- loading ------------------------------------------------------------------------------
 
 
-class _Reader:
-    """Typed access to one TOML table that remembers its field path for error messages."""
+class _Reader(Table):
+    """A table of matrix.toml."""
 
-    def __init__(self, path: Path, where: str, table: Any, allowed: Iterable[str]) -> None:
-        self.path, self.where = path, where
-        if not isinstance(table, dict):
-            raise MatrixSpecError(path, where or "<root>", "must be a table", table)
-        unknown = sorted(set(table) - set(allowed))
-        if unknown:
-            raise MatrixSpecError(
-                path,
-                self._name(unknown[0]),
-                f"unknown key; accepted keys are {sorted(allowed)}",
-                unknown[0],
-            )
-        self.table: dict[str, Any] = table
-
-    def _name(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def fail(self, key: str, problem: str, value: Any = ...) -> MatrixSpecError:
-        return MatrixSpecError(self.path, self._name(key), problem, value)
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-        if key not in self.table:
-            if default is ...:
-                raise self.fail(key, "is required")
-            return default
-        value = self.table[key]
-        # bool is an int in Python; a bool where a number is wanted is a mistake
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise self.fail(key, f"must be of type {names}", value)
-        return value
-
-    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
-        value = self.get(key, list, default)
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise self.fail(f"{key}[{i}]", "must be a string", item)
-        return tuple(value)
+    error = MatrixSpecError
 
 
 def _requirements(r: _Reader, key: str) -> tuple[str, ...]:
@@ -707,13 +658,7 @@ def _reason(r: _Reader) -> str:
 def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     """Read and validate matrix.toml; raise :class:`MatrixSpecError` on the first fault."""
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise MatrixSpecError(path, "<file>", f"is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise MatrixSpecError(path, "<file>", f"cannot be read: {exc.strerror}") from None
+    doc = read(path, MatrixSpecError)
     _Reader(
         path, "", doc, ("run", "torch", "torchao", "backends", "downstream", "exclude", "xfail")
     )

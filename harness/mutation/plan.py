@@ -1,20 +1,20 @@
 """The mutation plan (``mutation.toml``): cells, modules, the goal, the equivalent mutants.
 
-:func:`load` checks every field and names the bad one with its value; :class:`Equivalent`
+:func:`load` checks every field (through :mod:`harness.matrix.toml_table`, the reader of
+matrix.toml too) and names the bad one with its value; :class:`Equivalent`
 matches a mutant by module, function and its change (the source lines before and after,
 whitespace at the ends of lines aside), wherever the line moved. Standard library only.
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from harness.matrix import paths, spec
-from harness.matrix.errors import Refused
+from harness.matrix.toml_table import Table, TomlError, read
 
 PLAN: Final = paths.ROOT / "mutation.toml"
 
@@ -73,115 +73,94 @@ def _norm(text: str) -> str:
     return "\n".join(line.strip() for line in text.strip().splitlines())
 
 
-def _fail(path: Path, where: str, problem: str) -> Refused:
-    return Refused(f"{path}: {where} {problem}")
+class PlanError(TomlError):
+    """mutation.toml is malformed; the message names the file, the field and the bad value."""
+
+
+class _Table(Table):
+    error = PlanError
+
+
+def _nonempty(t: Table, key: str) -> str:
+    value: str = t.get(key, str)
+    if not value.strip():
+        raise t.fail(key, "must not be empty", value)
+    return value
 
 
 def load(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
-    """Read and check ``mutation.toml``; every problem names the field and the bad value."""
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise Refused(f"{path}: cannot read the mutation plan ({exc})") from None
-    unknown = set(doc) - {"run", "cell", "equivalent", "audit"}
-    if unknown:
-        raise _fail(
-            path,
-            "top level",
-            f"has unknown tables {sorted(unknown)}; accepted: run, cell, equivalent, audit",
-        )
-    run = doc.get("run", {})
-    goal = run.get("goal")
-    if not isinstance(goal, float | int) or isinstance(goal, bool) or not 0 < goal <= 1:
-        raise _fail(path, "run.goal", f"{goal!r} is not a number in (0, 1]")
-    goal_modules = run.get("goal_modules", [])
-    tests = run.get("tests", [])
-    for name, value in (("run.goal_modules", goal_modules), ("run.tests", tests)):
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise _fail(path, name, f"{value!r} is not a non-empty list of strings")
+    """Read and check ``mutation.toml`` (through :mod:`harness.matrix.toml_table`, as
+    matrix.toml is read); every problem names the field and the bad value."""
+    doc = _Table(path, "", read(path, PlanError), ("run", "cell", "equivalent", "audit"))
+    run = _Table(path, "run", doc.get("run", dict), ("tool", "goal", "goal_modules", "tests"))
+    goal = run.get("goal", (float, int))
+    if not 0 < goal <= 1:
+        raise run.fail("goal", "is not a number in (0, 1]", goal)
+    goal_modules, tests = run.strings("goal_modules"), run.strings("tests")
+    for key, value in (("goal_modules", goal_modules), ("tests", tests)):
+        if not value:
+            raise run.fail(key, "must not be empty", list(value))
     matrix = matrix or spec.load()
     cpu = {c.id for c in matrix.cells(tiers=spec.TIERS, backend="cpu")}
     cells: dict[str, tuple[str, ...]] = {}
-    for i, entry in enumerate(doc.get("cell", [])):
-        cell, modules = entry.get("cell"), entry.get("modules")
+    for i, entry in enumerate(doc.get("cell", list, [])):
+        t = _Table(path, f"cell[{i}]", entry, ("cell", "modules"))
+        cell, modules = t.get("cell", str), t.strings("modules")
         if cell not in cpu:
-            raise _fail(
-                path,
-                f"cell[{i}].cell",
-                f"{cell!r} is not a cpu cell of matrix.toml; accepted: {', '.join(sorted(cpu))}",
-            )
-        if (
-            not isinstance(modules, list)
-            or not modules
-            or not all(isinstance(m, str) and m.startswith("compat/") for m in modules)
-        ):
-            raise _fail(path, f"cell[{i}].modules", f"{modules!r} is not a list of compat/ globs")
+            accepted = ", ".join(sorted(cpu))
+            raise t.fail("cell", f"is not a cpu cell of matrix.toml; accepted: {accepted}", cell)
+        if not modules or not all(m.startswith("compat/") for m in modules):
+            raise t.fail("modules", "is not a list of compat/ globs", list(modules))
         if cell in cells:
-            raise _fail(path, f"cell[{i}].cell", f"{cell!r} is listed twice")
-        cells[cell] = tuple(modules)
+            raise t.fail("cell", "is listed twice", cell)
+        cells[cell] = modules
     if not cells:
-        raise _fail(path, "cell", "is empty: no cell to mutate in")
-    equivalents = []
-    fields = {"module", "function", "line", "before", "after", "why", "cells"}
-    for i, entry in enumerate(doc.get("equivalent", [])):
-        where = f"equivalent[{i}]"
-        extra = set(entry) - fields
-        missing = fields - {"cells"} - set(entry)
-        if extra or missing:
-            raise _fail(
-                path,
-                where,
-                f"has fields {sorted(entry)} (missing {sorted(missing)}, unknown {sorted(extra)})",
-            )
-        texts = [entry[k] for k in ("module", "function", "before", "after", "why")]
-        if not all(isinstance(t, str) and t.strip() for t in texts):
-            raise _fail(path, where, "needs non-empty strings module, function, before, after, why")
-        if not isinstance(entry["line"], int) or entry["line"] < 1:
-            raise _fail(path, f"{where}.line", f"{entry['line']!r} is not a line number")
-        only = entry.get("cells", [])
-        if not isinstance(only, list) or any(c not in cells for c in only):
-            raise _fail(path, f"{where}.cells", f"{only!r} names a cell the plan does not list")
-        equivalents.append(
-            Equivalent(
-                entry["module"],
-                entry["function"],
-                entry["line"],
-                entry["before"],
-                entry["after"],
-                entry["why"],
-                tuple(only),
-            )
-        )
-    audit = _audit(path, doc["audit"]) if "audit" in doc else None
-    return Plan(
-        path, float(goal), tuple(goal_modules), tuple(tests), cells, tuple(equivalents), audit
+        raise doc.fail("cell", "is empty: no cell to mutate in")
+    equivalents = [
+        _equivalent(_Table(path, f"equivalent[{i}]", entry, _FIELDS), cells)
+        for i, entry in enumerate(doc.get("equivalent", list, []))
+    ]
+    audit = (
+        _audit(_Table(path, "audit", doc.table["audit"], _AUDIT)) if "audit" in doc.table else None
     )
+    return Plan(path, float(goal), goal_modules, tests, cells, tuple(equivalents), audit)
 
 
-def _audit(path: Path, table: Any) -> Audit:
-    fields = {"control", "examples", "seed"}
-    if not isinstance(table, dict) or set(table) != fields:
-        got = sorted(table) if isinstance(table, dict) else table
-        raise _fail(path, "audit", f"has {got!r}; accepted: exactly {sorted(fields)}")
-    control = table["control"]
-    keys = {"module", "function", "before", "after"}
-    if not isinstance(control, dict) or set(control) != keys:
-        raise _fail(path, "audit.control", f"{control!r} needs exactly {sorted(keys)}")
-    if not all(isinstance(control[k], str) and control[k].strip() for k in keys):
-        raise _fail(path, "audit.control", f"{control!r} needs non-empty strings")
-    for name in ("examples", "seed"):
-        value = table[name]
-        if not isinstance(value, int) or isinstance(value, bool) or value < (name == "examples"):
-            raise _fail(path, f"audit.{name}", f"{value!r} is not a whole number (examples >= 1)")
+_FIELDS = ("module", "function", "line", "before", "after", "why", "cells")
+_AUDIT = ("control", "examples", "seed")
+_CHANGE = ("module", "function", "before", "after")
+
+
+def _equivalent(t: Table, cells: Mapping[str, Any]) -> Equivalent:
+    module, function = _nonempty(t, "module"), _nonempty(t, "function")
+    before, after, why = _nonempty(t, "before"), _nonempty(t, "after"), _nonempty(t, "why")
+    line = t.get("line", int)
+    if line < 1:
+        raise t.fail("line", "is not a line number", line)
+    only = t.strings("cells", [])
+    unknown = [c for c in only if c not in cells]
+    if unknown:
+        raise t.fail("cells", "names a cell the plan does not list", unknown[0])
+    return Equivalent(module, function, line, before, after, why, only)
+
+
+def _audit(t: Table) -> Audit:
+    control = _Table(t.path, "audit.control", t.get("control", dict), _CHANGE)
+    module, function, before, after = (_nonempty(control, key) for key in _CHANGE)
+    examples, seed = t.get("examples", int), t.get("seed", int)
+    if examples < 1:
+        raise t.fail("examples", "is not a whole number >= 1", examples)
+    if seed < 0:
+        raise t.fail("seed", "is not a whole number", seed)
     return Audit(
         Equivalent(
-            control["module"],
-            control["function"],
+            module,
+            function,
             1,
-            control["before"],
-            control["after"],
+            before,
+            after,
             "the audit's control: a killable mutant the fuzz must catch",
         ),
-        table["examples"],
-        table["seed"],
+        examples,
+        seed,
     )

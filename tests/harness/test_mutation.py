@@ -103,28 +103,28 @@ BAD_PLANS = {
     "no why": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[[equivalent]]\n'
         'module = "compat/device.py"\nfunction = "f"\nline = 3\nbefore = "a"\nafter = "b"',
-        "equivalent[0]",
-        "missing ['why']",
+        "equivalent[0].why",
+        "is required",
     ),
     "audit without a control": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
         "examples = 3\nseed = 0",
-        "audit",
-        "['examples', 'seed']",
+        "audit.control",
+        "is required",
     ),
     "audit with no inputs": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
         'control = { module = "compat/a.py", function = "f", before = "a", after = "b" }\n'
         "examples = 0\nseed = 0",
         "audit.examples",
-        "0 is not a whole number",
+        "is not a whole number >= 1 (got 0)",
     ),
     "audit control without its change": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[audit]\n'
         'control = { module = "compat/a.py", function = "f", before = "a" }\n'
         "examples = 3\nseed = 0",
-        "audit.control",
-        "'before': 'a'",
+        "audit.control.after",
+        "is required",
     ),
     "unknown cell of an entry": (
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n[[equivalent]]\n'
@@ -153,7 +153,7 @@ def test_a_bad_plan_is_refused_naming_the_field_and_the_value(tmp_path: Path, ca
 def test_a_goal_out_of_range_is_refused(tmp_path: Path) -> None:
     plan = tmp_path / "mutation.toml"
     plan.write_text('[run]\ngoal = 1.5\ngoal_modules = ["compat/device.py"]\ntests = ["tests"]\n')
-    with pytest.raises(Refused, match=r"run\.goal 1\.5 is not a number in \(0, 1\]"):
+    with pytest.raises(Refused, match=r"run\.goal: is not a number in \(0, 1\] \(got 1\.5\)"):
         mutation_plan.load(plan)
 
 
