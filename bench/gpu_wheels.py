@@ -54,7 +54,7 @@ def wanted(matrix: spec.Matrix, torch_version: str, has: dict[str, str]) -> list
     what the machine has."""
     torch = installed.axis("torch", torch_version, matrix.torch)
     out = [installed.torchao_hint(matrix, torch)]
-    for req in installed.test_requirements(matrix):
+    for req in installed.requirements_of_tests(matrix):
         have = has.get(canonicalize_name(req.name))
         if have is None or not req.specifier.contains(have, prereleases=True):
             out.append(str(req))

@@ -201,7 +201,7 @@ class Unmet:
         return f"{self.requirement} ({state})"
 
 
-def test_requirements(matrix: Matrix) -> list[Requirement]:
+def requirements_of_tests(matrix: Matrix) -> list[Requirement]:
     """The requirements of matrix.toml's test_requirements files, in order."""
     out = []
     for rel in matrix.test_requirements:
@@ -342,7 +342,7 @@ class Detection:
 
 def inspect(matrix: Matrix, python: Path, *, any_version: bool = False) -> Detection:
     """Read ``python`` and decide what it lacks; nothing is imported beyond metadata."""
-    requirements = test_requirements(matrix)
+    requirements = requirements_of_tests(matrix)
     names = list(dict.fromkeys([*SHOWN, *(r.name for r in requirements)]))
     found = detect(python, names, floor=python_floor(matrix.root))
     torch = axis("torch", found.installed.get("torch"), matrix.torch)

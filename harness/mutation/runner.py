@@ -292,7 +292,7 @@ def run_env() -> dict[str, str]:
     return env
 
 
-def run_cell(
+def run_mutants(
     plan: Plan,
     cell: str,
     python: Path,
@@ -540,7 +540,7 @@ def run(argv: Sequence[str]) -> int:
                     f"TorchAO {installed['torchao']}, {TOOL} {installed[TOOL]}",
                     flush=True,
                 )
-                one = run_cell(
+                one = run_mutants(
                     plan,
                     cell_id,
                     python,

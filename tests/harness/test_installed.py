@@ -25,7 +25,7 @@ from harness.report import pages as report
 
 ROOT = paths.ROOT
 MATRIX = spec.load(paths.DEFAULT_MATRIX)
-TEST_REQS = [str(r) for r in installed.test_requirements(MATRIX)]
+TEST_REQS = [str(r) for r in installed.requirements_of_tests(MATRIX)]
 GPU_CHECK = ROOT / "bench" / "gpu_check.sh"
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu_wheels  # noqa: E402
@@ -293,7 +293,7 @@ def test_an_unlisted_version_gets_only_the_version_independent_ones() -> None:
 
 
 def test_requirements_at_other_versions_are_unmet_unless_accepted() -> None:
-    reqs = installed.test_requirements(MATRIX)
+    reqs = installed.requirements_of_tests(MATRIX)
     have = {r.name: str(r.specifier).lstrip("=>") for r in reqs}
     have.update(pytest="8.3.5", numpy="1.20.0")
     found = installed.Found(
