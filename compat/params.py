@@ -80,6 +80,20 @@ def _examples(module: nn.Module, limit: int = 4) -> str:
     return ", ".join(repr(n) for n in names) if names else "(this module has none)"
 
 
+def check_value(name: str, kind: Kind, old: torch.Tensor, value: object) -> None:
+    """TypeError unless ``value`` is a tensor, ValueError unless it has ``old``'s shape; both
+    name the tensor (``set_module_tensor`` and accelerate's drop-in share the wording)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"value for {name!r} must be a torch.Tensor (or None); got {type_name(value)}"
+        )
+    if value.shape != old.shape:
+        raise ValueError(
+            f"value for {kind} {name!r} has shape {tuple(value.shape)}, but the {kind} has "
+            f"shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
+        )
+
+
 def _check_dtype(dtype: torch.dtype | None) -> None:
     if dtype is None:
         return
@@ -474,15 +488,7 @@ def set_module_tensor(
     target = normalize_device(device)
     _check_dtype(dtype)
     if value is not None:
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(
-                f"value for {name!r} must be a torch.Tensor (or None); got {type_name(value)}"
-            )
-        if value.shape != old.shape:
-            raise ValueError(
-                f"value for {kind} {name!r} has shape {tuple(value.shape)}, but the {kind} has "
-                f"shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
-            )
+        check_value(name, kind, old, value)
     src = old if value is None else value
     move = plan_move(name, kind, old, src, target, dtype, non_blocking)
     return old if move is None else move.install(module)

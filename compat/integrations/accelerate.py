@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from compat import params as _params
-from compat._messages import show, type_name
+from compat._messages import show
 from compat.device import normalize_device
 
 __all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_to_device"]
@@ -212,7 +212,7 @@ def set_module_tensor_to_device(
 def _target(
     device: int | str | torch.device,
     old: torch.Tensor,
-    kind: str,
+    kind: _params.Kind,
     tensor_name: str,
     value: torch.Tensor | None,
 ) -> torch.device:
@@ -246,7 +246,7 @@ def _cast_source(
 
 def _cast_for(
     tensor_name: str,
-    kind: str,
+    kind: _params.Kind,
     old: torch.Tensor,
     value: torch.Tensor | None,
     wanted: torch.dtype | None,
@@ -259,15 +259,7 @@ def _cast_for(
         if wanted is not None and target.type == "meta":
             return None if old.dtype in _NEVER_CAST else wanted
         return None
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(
-            f"value for {tensor_name!r} must be a torch.Tensor (or None); got {type_name(value)}"
-        )
-    if value.shape != old.shape:
-        raise ValueError(
-            f"value for {kind} {tensor_name!r} has shape {tuple(value.shape)}, but the {kind} "
-            f"has shape {tuple(old.shape)}; accepted: a tensor of shape {tuple(old.shape)}"
-        )
+    _params.check_value(tensor_name, kind, old, value)
     if wanted is None:
         return old.dtype
     return None if value.dtype in _NEVER_CAST else wanted
