@@ -21,6 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from harness.matrix.errors import Refused
+
 POLL_S = 0.2
 TERM_GRACE_S = 5.0  # SIGTERM to SIGKILL at a deadline
 STOP_GRACE_S = 2.0  # the same when the run is being stopped: be quick
@@ -176,3 +178,13 @@ def signal_name(returncode: int) -> str:
         return signal.Signals(-returncode).name
     except ValueError:
         return f"signal {-returncode}"
+
+
+def git(root: Path, *args: str) -> str:
+    """``git ARGS`` in ``root``: its output; :class:`Refused` naming the command when it fails."""
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise Refused(
+            f"git {' '.join(args)} failed in {root}: {done.stderr.strip() or done.stdout.strip()}"
+        )
+    return done.stdout

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import ast
 import copy
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.matrix.errors import Refused
+from harness.matrix.procs import git
 from harness.mutation.report import DETECTED
 
 # per changed module: the functions whose code changed, or None when the module's other code
@@ -66,21 +67,16 @@ def functions(text: str) -> tuple[dict[str, str], str]:
 
 
 def _show(root: Path, commit: str, path: str) -> str | None:
-    out = subprocess.run(
-        ["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True
-    )
-    return out.stdout if out.returncode == 0 else None
+    """``path`` as of ``commit``; None where it does not exist there."""
+    try:
+        return git(root, "show", f"{commit}:{path}")
+    except Refused:
+        return None
 
 
 def changed_functions(root: Path, base: str, head: str = "HEAD") -> Changed:
     """Per module of compat/ that differs between ``base`` and ``head``: what changed in it."""
-    names = subprocess.run(
-        ["git", "diff", "--name-only", base, head, "--", "compat/"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    names = git(root, "diff", "--name-only", base, head, "--", "compat/").split()
     changed: Changed = {}
     for path in names:
         if not path.endswith(".py"):

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
-from harness.matrix.procs import Ran, Stop, run_logged
+from harness.matrix.procs import Ran, Stop, git, run_logged
 from harness.mutation.carry import carry, changed_functions
 from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
@@ -63,15 +63,6 @@ RUN_TIMEOUT_S: Final = 6 * 3600
 
 
 # --- refusals -----------------------------------------------------------------------------------
-
-
-def git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise Refused(
-            f"git {' '.join(args)} failed in {root}: {done.stderr.strip() or done.stdout.strip()}"
-        )
-    return done.stdout
 
 
 def check_clean(root: Path, outputs: Sequence[str] = (f"reports/{REPORT_NAME}",)) -> str:
