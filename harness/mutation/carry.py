@@ -5,8 +5,9 @@ mutmut names a mutant by its function (``f``, ``Class.method``; a nested functio
 around it) and its index among that function's mutations, so a function whose code is the same at
 HEAD as at the base commit has the same mutants, which :func:`carry` checks (same ids, same
 changes). A detected one is carried when its function and the module's other code are unchanged and
-no test file changed (``harness.mutation.runner.tests_changed``): comments, docstrings, layout and
-every other function may change freely. What this does not see, like mutmut itself: a changed
+the tests only grew (``harness.mutation.runner.tests_changed``: new test files, and new tests in
+old ones, :func:`tests_added_only`): comments, docstrings, layout and every other function may
+change freely. What this does not see, like mutmut itself: a changed
 function that an unchanged one calls can hide an unchanged function's mutant from the test that
 killed it. The nightly's full run judges every mutant again and catches that.
 """
@@ -64,6 +65,48 @@ def functions(text: str) -> tuple[dict[str, str], str]:
         else:
             rest.append(node)
     return found, ast.dump(ast.Module(body=rest, type_ignores=[]))
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """The module-level names a statement binds (a definition, an import, an assignment)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    return {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
+def tests_added_only(before: str, after: str) -> str | None:
+    """None when a test module at ``after`` is the one at ``before`` with tests added and
+    nothing else: every statement it had is there unchanged (comments, layout and the module's
+    docstring aside), and each new one is an import or a definition of a name it did not bind,
+    neither a hook (``pytest_*``) nor an autouse fixture, which would reach the old tests.
+    Otherwise what else changed, in words. A mutant an old test killed is then still killed."""
+    old = _without_docstring(ast.parse(before)).body  # type: ignore[attr-defined]
+    new = _without_docstring(ast.parse(after)).body  # type: ignore[attr-defined]
+    old_dumps = {ast.dump(node) for node in old}
+    new_dumps = {ast.dump(node) for node in new}
+    for node in old:
+        if ast.dump(node) not in new_dumps:
+            return f"line {node.lineno} of the old file changed or went"
+    taken = set().union(*(_bound(node) for node in old))
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+    for node in new:
+        if ast.dump(node) in old_dumps:
+            continue
+        if not isinstance(node, definitions):
+            return f"line {node.lineno} adds a statement that is not a definition or an import"
+        clash = sorted(_bound(node) & taken)
+        if clash:
+            return f"line {node.lineno} binds {', '.join(clash)} again"
+        hook = getattr(node, "name", "").startswith("pytest_")
+        autouse = any("autouse" in ast.dump(d) for d in getattr(node, "decorator_list", []))
+        if hook or autouse:
+            return f"line {node.lineno} adds {'a hook' if hook else 'an autouse fixture'}"
+        taken |= _bound(node)
+    return None
 
 
 def _show(root: Path, commit: str, path: str) -> str | None:

@@ -50,7 +50,7 @@ from typing import Any, Final
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Ran, Stop, git, run_logged
-from harness.mutation.carry import carry, changed_functions
+from harness.mutation.carry import carry, changed_functions, tests_added_only
 from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
 
@@ -153,9 +153,11 @@ def ignored_tests(plan: Plan) -> list[str]:
 
 
 def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
-    """Files under tests/ that existed at ``base`` and differ at HEAD, and added conftest.py
-    files (they change every test below them). New test files only add tests: a mutant they do
-    not kill is still killed by the unchanged test that killed it before."""
+    """Files under tests/ that changed since ``base`` other than by adding tests, each with what
+    changed: an added conftest.py (it changes every test below it), a removed or renamed file,
+    a changed one other than by new tests (:func:`harness.mutation.carry.tests_added_only`).
+    New test files and new tests only add tests: a mutant they do not kill is still killed by
+    the unchanged test that killed it before."""
     out = git(root, "diff", "--name-status", "--no-renames", base, "HEAD", "--", "tests/")
     bad = []
     for line in out.splitlines():
@@ -164,7 +166,21 @@ def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
             continue
         if status == "A" and Path(name).name != "conftest.py":
             continue
-        bad.append(f"{name} ({'an added conftest' if status == 'A' else status})")
+        if status == "A":
+            bad.append(f"{name} (an added conftest)")
+            continue
+        why = status
+        if status == "M" and name.endswith(".py"):
+            before = git(root, "show", f"{base}:{name}")
+            after = git(root, "show", f"HEAD:{name}")
+            try:
+                found = tests_added_only(before, after)
+            except SyntaxError as exc:
+                found = f"does not parse ({exc.msg})"
+            if found is None:
+                continue
+            why = f"M: {found}"
+        bad.append(f"{name} ({why})")
     return bad
 
 

@@ -414,24 +414,110 @@ def test_a_resurvey_carries_only_what_the_full_run_detected(tmp_path: Path) -> N
     assert "| wall time | 2 s (resurvey; the full run: 9 s) |" in mutation_report.table(built)
 
 
+TESTS_BASE = """\"\"\"Tests of x.\"\"\"
+
+import pytest
+
+from compat.x import x
+
+LIMIT = 2
+
+
+@pytest.fixture
+def value():
+    return x
+
+
+def test_x(value):
+    assert value == 1
+"""
+
+GROWN = (
+    TESTS_BASE.replace('"""Tests of x."""', '"""Tests of x, more."""')
+    + """
+
+import math
+
+# a comment
+
+
+def test_x_is_finite(value):
+    assert math.isfinite(value)
+"""
+)
+
+
 @pytest.mark.parametrize(
-    ("change", "refusal"),
+    ("change", "text", "refusal"),
     [
-        ("tests/test_x.py", r"tests changed since \w{12}: tests/test_x\.py \(M\)"),
-        ("tests/sub/conftest.py", r"tests/sub/conftest\.py \(an added conftest\)"),
+        (
+            "tests/test_x.py",
+            TESTS_BASE.replace("== 1", "== 1 or True"),
+            r"tests/test_x\.py \(M: line 15 of the old file changed or went\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE.replace("LIMIT = 2\n", ""),
+            r"\(M: line 7 of the old file changed or went\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\nLIMIT2 = 3\n",
+            r"\(M: line 18 adds a statement that is not a definition or an import\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\n\ndef value():\n    return 2\n",
+            r"\(M: line 19 binds value again\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\n\nfrom compat.y import x\n",
+            r"\(M: line 19 binds x again\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\n\n@pytest.fixture(autouse=True)\ndef other():\n    yield\n",
+            r"\(M: line 20 adds an autouse fixture\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\n\ndef pytest_runtest_setup(item):\n    pass\n",
+            r"\(M: line 19 adds a hook\)",
+        ),
+        (
+            "tests/test_x.py",
+            TESTS_BASE + "\ndef broken(:\n",
+            r"\(M: does not parse \(invalid syntax\)\)",
+        ),
+        ("tests/sub/conftest.py", "x = 2\n", r"tests/sub/conftest\.py \(an added conftest\)"),
+        ("tests/data.txt", "other", r"tests/data\.txt \(M\)"),
     ],
 )
 def test_a_resurvey_refuses_a_base_whose_tests_changed(
-    tmp_path: Path, change: str, refusal: str
+    tmp_path: Path, change: str, text: str, refusal: str
 ) -> None:
-    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": ""}
+    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": TESTS_BASE, "tests/data.txt": "data"}
     repo = git_repo(tmp_path, files)
     report, plan = base_report(repo), resurvey_plan(tmp_path)
     (repo / change).parent.mkdir(parents=True, exist_ok=True)
-    (repo / change).write_text("x = 2\n")
+    (repo / change).write_text(text)
     commit_all(repo, "a change")
-    with pytest.raises(mutation.Refused, match=refusal):
+    with pytest.raises(mutation.Refused, match=r"tests changed since \w{12}: " + f".*{refusal}"):
         mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"])
+
+
+def test_a_resurvey_builds_on_a_base_whose_tests_only_grew(tmp_path: Path) -> None:
+    """New tests in an old file (an import, a test, a new docstring, comments) and a new test
+    file: the tests that killed the base's mutants are all there unchanged."""
+    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": TESTS_BASE}
+    repo = git_repo(tmp_path, files)
+    report, plan = base_report(repo), resurvey_plan(tmp_path)
+    (repo / "tests/test_x.py").write_text(GROWN)
+    (repo / "tests/test_y.py").write_text("def test_y():\n    pass\n")
+    commit_all(repo, "more tests")
+    bases = mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"])
+    assert list(bases) == ["torch2.6-ao0.8-cpu"]
 
 
 X_BASE = """\"\"\"A module.\"\"\"
