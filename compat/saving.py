@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from compat import _features, _record
-from compat._intervals import UnionFind, runs
+from compat import _record, _save_plan
 from compat._messages import show
-from compat._overlap import Geom, overlap_components
 from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX
-from compat._storage import Leaves, collect, storage_groups
-from compat._value_bits import Bits, bits_of, build_empty, build_view, value_key
+from compat._save_plan import BaseStep, SavePlan
+from compat._storage import Leaves, collect
+from compat._value_bits import build_empty, build_view
 from compat.device import DeviceLike, ensure_available, for_safetensors
-from compat.sharing import geometries
 
 if TYPE_CHECKING:
     import os
@@ -38,26 +36,6 @@ __all__ = [
     "save_file",
 ]
 
-# Dtypes every supported safetensors (>= 0.4.4) writes. Any other dtype (complex128, the unsigned
-# 16/32/64-bit types, the fnuz float8s, quantized ones) is stored as raw bytes of a uint8 base and
-# rebuilt as a view.
-_SAVABLE: Final = frozenset(
-    (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-        torch.complex64,
-        *_features.FLOAT8_DTYPES,
-    )
-)
-
 
 def _byte_view(
     storage: torch.UntypedStorage, device: torch.device, start: int, n: int
@@ -67,179 +45,14 @@ def _byte_view(
     return torch.empty(0, dtype=torch.uint8, device=device).set_(storage, start, (n,), (1,))
 
 
-class _Region:
-    """Overlap components saved together as views of one base covering bytes [lo, hi)."""
-
-    __slots__ = ("bytes_only", "geoms", "hi", "lo")
-
-    def __init__(self, geoms: list[Geom]) -> None:
-        self.geoms = geoms
-        self.lo = min(g.lo for g in geoms)
-        self.hi = max(g.hi for g in geoms)
-        self.bytes_only = False  # no member can be its base: its bytes are saved instead
-
-
-class _Planner:
-    """Where every leaf goes, decided before anything is written: which names are kept, which
-    overlap components are saved as one tensor and which need a covering base (a region), and
-    the pad of each base. Reads the leaves; writes nothing."""
-
-    def __init__(self, leaves: Leaves, tensors: list[torch.Tensor], rank: dict[str, int]) -> None:
-        self.leaves = leaves
-        self.tensors = tensors
-        self.names = leaves.names
-        self.rank = rank
-        self.bits: dict[int, Bits] = {}
-
-    def pick(self, leaves: Iterable[int]) -> int:
-        """The name to keep: the first of ``preferred``, else the smallest."""
-        rank, names, default = self.rank, self.names, len(self.rank)
-        return min(leaves, key=lambda leaf: (rank.get(names[leaf], default), names[leaf]))
-
-    def bits_of(self, leaf: int) -> Bits:
-        found = self.bits.get(leaf)
-        if found is None:
-            found = self.bits[leaf] = bits_of(self.tensors[leaf])
-        return found
-
-    def identity(self, g: Geom) -> tuple[Any, ...]:
-        """What :func:`compat.find_identical_tensors` compares."""
-        return (g.lo, g.shape.ident, value_key(g.tensor))
-
-    def plain(self, g: Geom) -> bool:
-        """Saved as itself, a plain safetensors load then reading its values right."""
-        return g.shape.dtype in _SAVABLE and self.bits_of(g.leaf).plain
-
-    def components(self, nonempty: list[int]) -> tuple[list[Geom | list[Geom]], list[_Region]]:
-        """Overlap components: those saved as a single tensor, and regions needing a base."""
-        leaves, tensors = self.leaves, self.tensors
-        uf = UnionFind(len(tensors))
-        singles: list[Geom | list[Geom]] = []
-        regions: list[_Region] = []
-        grouped: set[int] = set()
-        for group in storage_groups(leaves):
-            geoms = geometries(leaves, group, tensors)
-            grouped.update(group)
-            overlap_components(geoms, uf)
-            self._plan_regions(geoms, uf, singles, regions)
-        alone = (leaf for leaf in nonempty if leaf not in grouped)
-        for g in geometries(leaves, alone, tensors):
-            if g.shape.injective and self.plain(g):
-                singles.append(g)
-            else:
-                regions.append(_Region([g]))
-        return singles, regions
-
-    def _plan_regions(
-        self,
-        geoms: list[Geom],
-        uf: UnionFind,
-        singles: list[Geom | list[Geom]],
-        regions: list[_Region],
-    ) -> None:
-        """Split one storage group's overlap components into singly-saved ones and regions.
-
-        A component is saved as one tensor when all its members are identical, plain, and touch
-        no byte twice (so a copy is no larger than the footprint). Every other component needs a
-        covering base; components whose extents intersect a base's are folded into it, so no
-        byte is written twice.
-        """
-        find = uf.find
-        roots = [find(g.leaf) for g in geoms]
-        sizes: dict[int, int] = {}
-        for root in roots:
-            sizes[root] = sizes.get(root, 0) + 1
-        # Components: a lone geometry, or a list of the members of a larger one.
-        items: list[Geom | list[Geom]] = []
-        grouped: dict[int, list[Geom]] = {}
-        for g, root in zip(geoms, roots, strict=True):
-            if sizes[root] == 1:
-                items.append(g)
-            else:
-                found = grouped.get(root)
-                if found is None:
-                    found = grouped[root] = []
-                    items.append(found)
-                found.append(g)
-        simple: list[bool] = []
-        los: list[int] = []
-        his: list[int] = []
-        for item in items:
-            if isinstance(item, Geom):
-                simple.append(item.shape.injective and self.plain(item))
-                los.append(item.lo)
-                his.append(item.hi)
-                continue
-            first = self.identity(item[0])
-            simple.append(
-                item[0].shape.injective
-                and self.plain(item[0])
-                and all(self.identity(g) == first for g in item[1:])
-            )
-            los.append(min(g.lo for g in item))
-            his.append(max(g.hi for g in item))
-        chained = runs(los, his)
-        alone = set(range(len(items))).difference(i for run in chained for i in run)
-        planned: list[_Region] = []
-        for run in [*chained, *([i] for i in sorted(alone))]:
-            if all(simple[i] for i in run):
-                singles.extend(items[i] for i in run)
-            else:
-                members: list[Geom] = []
-                for i in run:
-                    item = items[i]
-                    if isinstance(item, Geom):
-                        members.append(item)
-                    else:
-                        members.extend(item)
-                planned.append(_Region(members))
-        # Regions that touch and would both need a base of bytes share one (ten thousand expanded
-        # views of one buffer: one base, not ten thousand): no byte more is written.
-        planned.sort(key=lambda r: r.lo)
-        last: _Region | None = None
-        for region in planned:
-            region.bytes_only = not self.covering(region)
-            if last is not None and last.bytes_only and region.bytes_only and last.hi == region.lo:
-                last.geoms.extend(region.geoms)  # a member spans one part only: still no cover
-                last.hi = region.hi
-            else:
-                regions.append(region)
-                last = region
-
-    def covering(self, region: _Region) -> list[int]:
-        """Members that can be the region's base: plain, contiguous, spanning it."""
-        return [
-            g.leaf
-            for g in region.geoms
-            if g.lo == region.lo and g.hi == region.hi and self.plain(g) and g.shape.contiguous
-        ]
-
-    def first(self, members: list[Geom]) -> Geom:
-        keep = self.pick(g.leaf for g in members)
-        return next(g for g in members if g.leaf == keep)
-
-    def pad_for(self, region: _Region) -> int:
-        """Bytes to place before the base so every member's offset is a multiple of its itemsize."""
-        for pad in range(ALIGN):
-            if all((g.lo - region.lo + pad) % g.shape.dtype.itemsize == 0 for g in region.geoms):
-                return pad
-        bad = sorted(self.names[g.leaf] for g in region.geoms)
-        raise ValueError(
-            f"keys {bad!r} alias one buffer at byte offsets that no single storage can express "
-            "(their addresses are not aligned to their element sizes relative to each other, "
-            "which only storages imported separately from one misaligned buffer can do); "
-            "accepted: tensors whose relative byte offsets are multiples of their element sizes"
-        )
-
-
 class _Writer:
-    """What :func:`dedup_for_save` writes: the tensors to save and the record's entries, filled
-    in by applying a :class:`_Planner`'s decisions, step by step."""
+    """Applies a :class:`SavePlan`: the tensors to save and the record's entries."""
 
-    def __init__(self, plan: _Planner) -> None:
+    def __init__(self, plan: SavePlan, leaves: Leaves, tensors: list[torch.Tensor]) -> None:
         self.plan = plan
-        self.names = plan.names
-        self.tensors = plan.tensors
+        self.leaves = leaves
+        self.names = leaves.names
+        self.tensors = tensors
         self.to_save: dict[str, torch.Tensor] = {}
         self.aliases: dict[str, str] = {}
         # Record entries as JSON text (no objects kept per entry), and each view's base.
@@ -249,7 +62,29 @@ class _Writer:
         self.empty: dict[str, str] = {}
         self.qparams: list[str] = []
         self.qparam_names: dict[tuple[Any, ...], str] = {}
-        self._synthetic = 0  # bases named __alias_base__/<i> so far
+
+    def write(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+        """``(to_save, metadata)`` as :func:`dedup_for_save` returns them."""
+        names, tensors, plan = self.names, self.tensors, self.plan
+        for leaf in plan.fresh_empty:
+            t = tensors[leaf]
+            self.to_save[names[leaf]] = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        for leaf in plan.recorded_empty:
+            t = tensors[leaf]
+            self.empty[names[leaf]] = _record.empty_entry(
+                t.dtype, tuple(t.shape), self.bits_fields(leaf)
+            )
+        for keep, aliases in plan.singles:
+            self.to_save[names[keep]] = _raw_contiguous(tensors[keep])
+            self.alias(aliases, names[keep])
+        for base in plan.bases:
+            self.write_base(base)
+        return self.result()
+
+    def alias(self, leaves: Iterable[int], target: str) -> None:
+        names = self.names
+        for leaf in leaves:
+            self.aliases[names[leaf]] = target
 
     def store_qparam(self, t: torch.Tensor) -> str:
         """Save per-channel scales or zero points once per distinct value, in a storage of their
@@ -271,134 +106,58 @@ class _Writer:
         return name
 
     def bits_fields(self, leaf: int) -> dict[str, Any]:
-        bits = self.plan.bits_of(leaf)
+        bits = self.plan.bits[leaf]
         fields: dict[str, Any] = {}
         if bits.conj:
             fields["conj"] = True
         if bits.neg:
             fields["neg"] = True
-        quant = bits.quant
-        if quant is not None:
-            shape = tuple(self.tensors[leaf].shape)
-            if not quant.fits(shape):
-                n = 0 if quant.scales is None else len(quant.scales)
-                raise ValueError(
-                    f"key {self.names[leaf]!r} is a {self.tensors[leaf].dtype} tensor of shape "
-                    f"{shape} whose per-channel quantizer does not fit it (axis {quant.axis}, "
-                    f"{n} scales): torch cannot read its values either; accepted: quantized "
-                    "tensors that dequantize"
-                )
-            fields["quant"] = _record.quant_fields(quant, self.store_qparam)
+        if bits.quant is not None:
+            fields["quant"] = _record.quant_fields(bits.quant, self.store_qparam)
         return fields
 
-    def save_empties(self) -> list[int]:
-        """Zero-element tensors share nothing: a fresh empty tensor each, or a record entry for a
-        dtype safetensors cannot write or a tensor with bits (kept: conj, neg, a quantizer).
-        Returns the others."""
-        nonempty: list[int] = []
-        for leaf, t in enumerate(self.tensors):
-            if t.numel():
-                nonempty.append(leaf)
-            elif t.dtype in _SAVABLE and self.plan.bits_of(leaf).plain:
-                self.to_save[self.names[leaf]] = torch.empty(
-                    t.shape, dtype=t.dtype, device=t.device
-                )
-            else:
-                self.empty[self.names[leaf]] = _record.empty_entry(
-                    t.dtype, tuple(t.shape), self.bits_fields(leaf)
-                )
-        return nonempty
+    def write_base(self, base: BaseStep) -> None:
+        """The base tensor, its record entry, and a view entry per other class of members."""
+        if base.member is None:
+            self.to_save[base.name] = self._region_bytes(base)
+        else:
+            self.to_save[base.name] = self.tensors[base.member]
+        self.bases[base.name] = _record.base_entry(base.pad, synthetic=base.member is None)
+        self.alias(base.aliases, base.name)
+        for view in base.views:
+            target, shape = self.names[view.geom.leaf], view.geom.shape
+            self.views[target] = _record.view_entry(
+                base.name,
+                view.offset,
+                shape.dtype,
+                shape.sizes,
+                shape.strides,
+                self.bits_fields(view.geom.leaf),
+            )
+            self.view_base[target] = base.name
+            self.alias(view.aliases, target)
 
-    def save_singles(self, singles: list[Geom | list[Geom]]) -> None:
-        """One tensor per identical class, copied only if not contiguous; the others alias it."""
-        names, tensors = self.names, self.tensors
-        for members in singles:
-            if isinstance(members, Geom):
-                self.to_save[names[members.leaf]] = _raw_contiguous(tensors[members.leaf])
-                continue
-            keep = self.plan.pick(g.leaf for g in members)
-            self.to_save[names[keep]] = _raw_contiguous(tensors[keep])
-            for g in members:
-                if g.leaf != keep:
-                    self.aliases[names[g.leaf]] = names[keep]
-
-    def save_regions(self, regions: list[_Region]) -> None:
-        """One covering base per region, every other member a view of it (or an alias).
-
-        The base is a member that spans the region, is contiguous and plain (``qkv`` for its
-        ``q``/``k``/``v``), else the region's bytes under ``__alias_base__/<i>``. Members that
-        are identical to each other share one view entry; the others alias it.
-        """
-        names, tensors = self.names, self.tensors
-        regions.sort(key=lambda r: min(names[g.leaf] for g in r.geoms))
-        for region in regions:
-            pad = self.plan.pad_for(region)
-            covering = [] if region.bytes_only else self.plan.covering(region)
-            # Identical members share one entry; kept as few objects as possible (a region can
-            # hold a family of ten thousand views).
-            first_of: dict[tuple[Any, ...], Geom] = {}
-            more: dict[tuple[Any, ...], list[Geom]] = {}
-            for g in region.geoms:
-                ident = self.plan.identity(g)
-                if first_of.setdefault(ident, g) is not g:
-                    more.setdefault(ident, []).append(g)
-            if covering:
-                keep = self.plan.pick(covering)
-                base_name = names[keep]
-                self.to_save[base_name] = tensors[keep]
-                self.bases[base_name] = _record.base_entry(pad, synthetic=False)
-                base_class = self.plan.identity(next(g for g in region.geoms if g.leaf == keep))
-            else:
-                base_name = f"{BASE_PREFIX}{self._synthetic}"
-                self._synthetic += 1
-                self.to_save[base_name] = self._region_bytes(region)
-                self.bases[base_name] = _record.base_entry(pad, synthetic=True)
-                base_class = None
-            for ident, first in first_of.items():
-                members = [first, *more[ident]] if ident in more else [first]
-                if ident == base_class:
-                    target = base_name
-                else:
-                    if len(members) > 1:
-                        first = self.plan.first(members)
-                    target = names[first.leaf]
-                    shape = first.shape
-                    self.views[target] = _record.view_entry(
-                        base_name,
-                        first.lo - region.lo,
-                        shape.dtype,
-                        shape.sizes,
-                        shape.strides,
-                        self.bits_fields(first.leaf),
-                    )
-                    self.view_base[target] = base_name
-                for g in members:
-                    if names[g.leaf] != target:
-                        self.aliases[names[g.leaf]] = target
-
-    def _region_bytes(self, region: _Region) -> torch.Tensor:
+    def _region_bytes(self, base: BaseStep) -> torch.Tensor:
         """The bytes [lo, hi) of a region: a view when one storage holds them, else a copy."""
-        leaves, tensors = self.plan.leaves, self.tensors
-        n = region.hi - region.lo
+        leaves, tensors = self.leaves, self.tensors
+        n = base.hi - base.lo
         first_on: dict[int, int] = {}
-        for g in region.geoms:
+        for g in base.geoms:
             first_on.setdefault(leaves.storage[g.leaf], g.leaf)
-        device = tensors[region.geoms[0].leaf].device
+        device = tensors[base.geoms[0].leaf].device
         for sid in sorted(first_on):
             start = leaves.st_ptr[sid]
-            if start <= region.lo and region.hi <= start + leaves.st_nbytes[sid]:
+            if start <= base.lo and base.hi <= start + leaves.st_nbytes[sid]:
                 storage = tensors[first_on[sid]].untyped_storage()
-                return _byte_view(storage, device, region.lo - start, n)
+                return _byte_view(storage, device, base.lo - start, n)
         out = torch.zeros(n, dtype=torch.uint8, device=device)
         for sid in sorted(first_on):
             start = leaves.st_ptr[sid]
-            a = max(region.lo, start)
-            b = min(region.hi, start + leaves.st_nbytes[sid])
+            a = max(base.lo, start)
+            b = min(base.hi, start + leaves.st_nbytes[sid])
             if a < b:
                 storage = tensors[first_on[sid]].untyped_storage()
-                out[a - region.lo : b - region.lo].copy_(
-                    _byte_view(storage, device, a - start, b - a)
-                )
+                out[a - base.lo : b - base.lo].copy_(_byte_view(storage, device, a - start, b - a))
         return out
 
     def result(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -517,12 +276,9 @@ def dedup_for_save(
                 f"key {name!r} uses a name reserved by compat.saving (prefixes {BASE_PREFIX!r}, "
                 f"{QPARAMS_PREFIX!r} and {METADATA_KEY!r}); accepted: any other str"
             )
-    plan = _Planner(leaves, _with_data(leaves), _preference(preferred))
-    out = _Writer(plan)
-    singles, regions = plan.components(out.save_empties())
-    out.save_singles(singles)
-    out.save_regions(regions)
-    return out.result()
+    tensors_with_data = _with_data(leaves)
+    plan = _save_plan.plan(leaves, tensors_with_data, _preference(preferred))
+    return _Writer(plan, leaves, tensors_with_data).write()
 
 
 def restore_aliases(

@@ -24,6 +24,7 @@ Sections, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,8 @@ from safetensors import safe_open
 from torch.testing._internal.two_tensor import TwoTensor
 
 import compat
+from compat import _save_plan
+from compat._storage import collect
 from compat.saving import METADATA_KEY
 
 # === The plan =====================================================================================
@@ -137,6 +140,44 @@ def test_the_plan_is_built_on_the_inputs_device_whatever_the_default_device() ->
     out = compat.restore_aliases(to_save, metadata)
     for name, t in sd.items():
         assert torch.equal(out[name], t), name
+
+
+def test_the_plan_says_where_every_leaf_goes_before_anything_is_written() -> None:
+    """The frozen plan of a state dict with each kind of leaf: a fresh empty, a recorded empty
+    (a conjugate bit), one tensor with an alias, and a base (``qkv``) with its views, one of
+    which an identical slice aliases."""
+    qkv = torch.arange(12.0)
+    w = torch.ones(3)
+    sd = {
+        "qkv": qkv,
+        "q": qkv[0:4],
+        "k": qkv[4:8],
+        "k2": qkv[4:8],
+        "w": w,
+        "w_tied": w,
+        "none": torch.ones(2)[:0],
+        "none_conj": torch.ones(2, dtype=torch.complex64)[:0].conj(),
+    }
+    leaves = collect(sd, allow_subclasses=False)
+    leaf = {name: i for i, name in enumerate(leaves.names)}
+    plan = _save_plan.plan(leaves, list(leaves.tensors), {})
+    assert plan.fresh_empty == (leaf["none"],)
+    assert plan.recorded_empty == (leaf["none_conj"],)
+    assert plan.bits[leaf["none_conj"]].conj
+    assert plan.singles == ((leaf["w"], (leaf["w_tied"],)),)
+    (base,) = plan.bases
+    assert (base.name, base.member, base.lo, base.hi - base.lo, base.pad, base.aliases) == (
+        "qkv",
+        leaf["qkv"],
+        qkv.data_ptr(),
+        48,
+        0,
+        (),
+    )
+    views = {leaves.names[v.geom.leaf]: (v.offset, v.aliases) for v in base.views}
+    assert views == {"k": (16, (leaf["k2"],)), "q": (0, ())}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        base.pad = 1  # type: ignore[misc]
 
 
 # === Paths of saving and loading ==================================================================
