@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -284,6 +284,13 @@ def _groups(module: nn.Module) -> list[_Group]:
     return list(by_id.values())
 
 
+# what materialize tells of tensors nothing can initialise
+_UNINITIALISED_ACCEPTED: Final = (
+    "accepted: supply them in state_dict, give their module a reset_parameters(), or pass "
+    "strict=False to leave them uninitialised"
+)
+
+
 def _listing(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
@@ -509,7 +516,6 @@ def _plan(module: nn.Module, values: dict[str, torch.Tensor], strict: bool) -> l
         raise ValueError(
             f"materialize cannot initialise {_listing(uninitialisable)}: they are on meta, absent "
             "from state_dict, and the modules registering them have no reset_parameters(); "
-            "accepted: supply them in state_dict, give their module a reset_parameters(), or pass "
-            "strict=False to leave them uninitialised"
+            f"{_UNINITIALISED_ACCEPTED}"
         )
     return steps

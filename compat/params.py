@@ -44,6 +44,8 @@ Kind = Literal["parameter", "buffer"]
 
 # The flag nn.Parameter(subclass) sets on a wrapper subclass; it is not a user attribute.
 _PARAM_FLAG: Final = "_is_param"
+# what a refused tensor name is told, before the module's first names as examples
+_NAMES_ACCEPTED: Final = "accepted: a dotted parameter or buffer name such as"
 
 
 class TensorMoveError(RuntimeError):
@@ -124,8 +126,7 @@ def _resolve(module: nn.Module, name: str) -> tuple[nn.Module, str, Kind, torch.
             prefix = ".".join(path[: depth + 1])
             raise ValueError(
                 f"cannot resolve {name!r}: {prefix!r} is not a submodule of "
-                f"{type(module).__name__}; accepted: a dotted parameter or buffer name such as "
-                f"{_examples(module)}"
+                f"{type(module).__name__}; {_NAMES_ACCEPTED} {_examples(module)}"
             )
         owner = child
     if leaf in owner._parameters:
@@ -133,8 +134,8 @@ def _resolve(module: nn.Module, name: str) -> tuple[nn.Module, str, Kind, torch.
     if leaf in owner._buffers:
         return owner, leaf, "buffer", owner._buffers[leaf]
     raise ValueError(
-        f"{type(module).__name__} has no parameter or buffer named {name!r}; accepted: a dotted "
-        f"parameter or buffer name such as {_examples(module)}"
+        f"{type(module).__name__} has no parameter or buffer named {name!r}; {_NAMES_ACCEPTED} "
+        f"{_examples(module)}"
     )
 
 

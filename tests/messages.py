@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from compat import _messages, _record, _storage, device
+from compat import _messages, _record, _storage, device, meta, params
 
 # what compat accepts where it refuses a device or a device index (compat/device.py)
 DEVICE_ACCEPTED = device._ACCEPTED
@@ -32,6 +32,28 @@ def shown(value: object) -> str:
 def record_entry(name: str, what: str) -> str:
     """The whole refusal of entry ``name`` of a file's alias record: ``what`` is wrong with it."""
     return f"metadata[{_record.METADATA_KEY!r}] entry for {name!r}: {what}; {RECORD_ACCEPTED}"
+
+
+def unknown_name(owner: str, name: str, examples: str) -> str:
+    """set_module_tensor's refusal of ``name``, which module class ``owner`` does not hold;
+    ``examples`` is what the message lists (the module's first names, or that it has none)."""
+    return f"{owner} has no parameter or buffer named {name!r}; {params._NAMES_ACCEPTED} {examples}"
+
+
+def unresolved_name(name: str, prefix: str, owner: str, examples: str) -> str:
+    """set_module_tensor's refusal of ``name`` whose ``prefix`` is no submodule of ``owner``."""
+    return (
+        f"cannot resolve {name!r}: {prefix!r} is not a submodule of {owner}; "
+        f"{params._NAMES_ACCEPTED} {examples}"
+    )
+
+
+def cannot_initialise(listed: str) -> str:
+    """materialize's refusal of the meta tensors ``listed`` that nothing can initialise."""
+    return (
+        f"materialize cannot initialise {listed}: they are on meta, absent from state_dict, and "
+        f"the modules registering them have no reset_parameters(); {meta._UNINITIALISED_ACCEPTED}"
+    )
 
 
 def refusal(error: type[Exception], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:

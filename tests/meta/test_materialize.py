@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 import compat
+from tests import messages
 
 # --- which names and registries materialize works on ----------------------------------------------
 
@@ -327,12 +328,7 @@ def test_uninitialisable_listing(n: int, listed: str) -> None:
         m = NoInit(n)
     with pytest.raises(ValueError) as info:
         compat.materialize(m, "cpu")
-    assert str(info.value) == (
-        f"materialize cannot initialise {listed}: they are on meta, absent from state_dict, and "
-        "the modules registering them have no reset_parameters(); accepted: supply them in "
-        "state_dict, give their module a reset_parameters(), or pass strict=False to leave "
-        "them uninitialised"
-    )
+    assert str(info.value) == messages.cannot_initialise(listed)
 
 
 class Tagged(torch.Tensor):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests import torchao_api
+from tests import messages, torchao_api
 from tests.params.test_params import get
 
 # --- module_devices / is_meta_module --------------------------------------------------------------
@@ -437,12 +437,8 @@ def test_materialize_strict_missing_and_unexpected_names() -> None:
     before = [(n, p) for n, p in m.named_parameters()]
     with pytest.raises(ValueError, match=r"'0\.w'.*reset_parameters") as info:
         compat.materialize(m, "cpu")
-    assert str(info.value) == (  # the whole text: what, why, and each way out
-        "materialize cannot initialise '0.w': they are on meta, absent from state_dict, and the "
-        "modules registering them have no reset_parameters(); accepted: supply them in "
-        "state_dict, give their module a reset_parameters(), or pass strict=False to leave "
-        "them uninitialised"
-    )
+    # the whole text: what, why, and each way out
+    assert str(info.value) == messages.cannot_initialise("'0.w'")
     with pytest.raises(ValueError, match=r"'nope'.*accepted"):
         compat.materialize(m, "cpu", {"0.w": torch.ones(3), "nope": torch.ones(1)})
     with pytest.raises(ValueError, match=r"state_dict\['0\.w'\] has shape \(4,\)"):

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 import compat
+from tests import messages
 
 
 def qualname(cls: type) -> str:
@@ -212,10 +213,7 @@ def test_unknown_name_lists_the_first_four_parameters() -> None:
     m.register_buffer("b0", torch.zeros(1))
     with pytest.raises(ValueError) as info:
         compat.set_module_tensor(m, "nope")
-    assert str(info.value) == (
-        "Module has no parameter or buffer named 'nope'; accepted: a dotted parameter or buffer "
-        "name such as 'p0', 'p1', 'p2', 'p3'"
-    )
+    assert str(info.value) == messages.unknown_name("Module", "nope", "'p0', 'p1', 'p2', 'p3'")
 
 
 def test_unknown_name_fills_the_examples_with_buffers() -> None:
@@ -226,19 +224,15 @@ def test_unknown_name_fills_the_examples_with_buffers() -> None:
         m.register_buffer(f"b{i}", torch.zeros(1))
     with pytest.raises(ValueError) as info:
         compat.set_module_tensor(m, "nope", "cpu")
-    assert str(info.value) == (
-        "Module has no parameter or buffer named 'nope'; accepted: a dotted parameter or buffer "
-        "name such as 'p0', 'p1', 'b0', 'b1'"
-    )
+    assert str(info.value) == messages.unknown_name("Module", "nope", "'p0', 'p1', 'b0', 'b1'")
 
 
 def test_missing_submodule_names_the_first_missing_prefix() -> None:
     m = nn.Sequential(nn.Linear(2, 2))
     with pytest.raises(ValueError) as info:
         compat.set_module_tensor(m, "0.x.y.weight", "cpu")
-    assert str(info.value) == (
-        "cannot resolve '0.x.y.weight': '0.x' is not a submodule of Sequential; accepted: a "
-        "dotted parameter or buffer name such as '0.weight', '0.bias'"
+    assert str(info.value) == messages.unresolved_name(
+        "0.x.y.weight", "0.x", "Sequential", "'0.weight', '0.bias'"
     )
 
 

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 import compat
-from tests import torchao_api
+from tests import messages, torchao_api
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -525,10 +525,7 @@ def test_dtype_must_be_floating(bad: Any) -> None:
 def test_a_missing_name_in_a_module_without_tensors_says_it_has_none() -> None:
     with pytest.raises(ValueError) as info:
         compat.set_module_tensor(nn.Module(), "missing", "cpu")
-    assert str(info.value) == (
-        "Module has no parameter or buffer named 'missing'; accepted: a dotted parameter or "
-        "buffer name such as (this module has none)"
-    )
+    assert str(info.value) == messages.unknown_name("Module", "missing", "(this module has none)")
 
 
 # --- refused and invalid requests leave the module unchanged ---------------------------------------
