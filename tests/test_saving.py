@@ -39,6 +39,7 @@ import compat
 from compat import _save_plan
 from compat._storage import collect
 from compat.saving import METADATA_KEY
+from tests import oracle, roundtrip
 
 # === The plan =====================================================================================
 
@@ -49,11 +50,10 @@ def record(metadata: dict[str, str]) -> dict[str, Any]:
 
 
 def assert_round_trip(sd: dict[str, torch.Tensor]) -> None:
-    to_save, metadata = compat.dedup_for_save(sd)
-    out = compat.restore_aliases(to_save, metadata)
-    assert sorted(out) == sorted(sd)
-    for name, t in sd.items():
-        assert out[name].dtype == t.dtype and torch.equal(out[name], t), name
+    """Through safetensors bytes and back: every name's bytes, reading and values, and the
+    sharing among names, judged by the oracle (tests/roundtrip.py)."""
+    origins = oracle.address_origins(sd)
+    roundtrip.assert_round_trip(sd, roundtrip.save_and_restore(sd)[2], origins)
 
 
 def test_identical_plain_aliases_are_one_tensor_and_an_alias() -> None:
