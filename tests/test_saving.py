@@ -180,6 +180,16 @@ def test_the_plan_says_where_every_leaf_goes_before_anything_is_written() -> Non
         base.pad = 1  # type: ignore[misc]
 
 
+def test_a_meta_tensor_is_refused_naming_its_key_and_the_way_out() -> None:
+    with pytest.raises(ValueError) as info:
+        compat.dedup_for_save({"w": torch.ones(2), "m": torch.empty(3, device="meta")})
+    assert str(info.value) == (
+        "key 'm' is a meta tensor with no data (meta or fake); there are no bytes to save. "
+        "Accepted: tensors with data (materialize it first, e.g. with to_empty() and load real "
+        "values)"
+    )
+
+
 # === Paths of saving and loading ==================================================================
 
 # --- helpers -------------------------------------------------------------------------------------
