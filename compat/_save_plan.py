@@ -84,7 +84,7 @@ class SavePlan:
     recorded_empty: tuple[int, ...]  # zero-element leaves saved as a record entry
     singles: tuple[tuple[int, tuple[int, ...]], ...]  # (leaf saved as itself, its aliases)
     bases: tuple[BaseStep, ...]
-    bits: Mapping[int, Bits]  # the bits of every leaf written as an entry (a view, an empty)
+    bits: Mapping[int, Bits]  # bits read while planning: every view and recorded empty among them
 
 
 def plan(leaves: Leaves, tensors: list[torch.Tensor], rank: dict[str, int]) -> SavePlan:

@@ -39,6 +39,7 @@ import compat
 from compat import _save_plan
 from compat._storage import collect
 from compat.saving import METADATA_KEY
+from tests import oracle, roundtrip
 
 # === The plan =====================================================================================
 
@@ -49,11 +50,10 @@ def record(metadata: dict[str, str]) -> dict[str, Any]:
 
 
 def assert_round_trip(sd: dict[str, torch.Tensor]) -> None:
-    to_save, metadata = compat.dedup_for_save(sd)
-    out = compat.restore_aliases(to_save, metadata)
-    assert sorted(out) == sorted(sd)
-    for name, t in sd.items():
-        assert out[name].dtype == t.dtype and torch.equal(out[name], t), name
+    """Through safetensors bytes and back: every name's bytes, reading and values, and the
+    sharing among names, judged by the oracle (tests/roundtrip.py)."""
+    origins = oracle.address_origins(sd)
+    roundtrip.assert_round_trip(sd, roundtrip.save_and_restore(sd)[2], origins)
 
 
 def test_identical_plain_aliases_are_one_tensor_and_an_alias() -> None:
@@ -178,6 +178,16 @@ def test_the_plan_says_where_every_leaf_goes_before_anything_is_written() -> Non
     assert views == {"k": (16, (leaf["k2"],)), "q": (0, ())}
     with pytest.raises(dataclasses.FrozenInstanceError):
         base.pad = 1  # type: ignore[misc]
+
+
+def test_a_meta_tensor_is_refused_naming_its_key_and_the_way_out() -> None:
+    with pytest.raises(ValueError) as info:
+        compat.dedup_for_save({"w": torch.ones(2), "m": torch.empty(3, device="meta")})
+    assert str(info.value) == (
+        "key 'm' is a meta tensor with no data (meta or fake); there are no bytes to save. "
+        "Accepted: tensors with data (materialize it first, e.g. with to_empty() and load real "
+        "values)"
+    )
 
 
 # === Paths of saving and loading ==================================================================

@@ -259,6 +259,17 @@ def test_non_tensor_value_names_its_type() -> None:
     assert str(info.value) == "value for 'bias' must be a torch.Tensor (or None); got list"
 
 
+@pytest.mark.parametrize(("name", "kind"), [("weight", "parameter"), ("running_mean", "buffer")])
+def test_a_value_of_another_shape_names_the_kind_and_both_shapes(name: str, kind: str) -> None:
+    bn = nn.BatchNorm1d(3)
+    with pytest.raises(ValueError) as info:
+        compat.set_module_tensor(bn, name, value=torch.ones(4))
+    assert str(info.value) == (
+        f"value for {kind} {name!r} has shape (4,), but the {kind} has shape (3,); accepted: a "
+        "tensor of shape (3,)"
+    )
+
+
 def test_integer_value_into_a_grad_parameter_says_what_to_do() -> None:
     lin = nn.Linear(2, 2)
     with pytest.raises(ValueError) as info:
