@@ -267,8 +267,10 @@ class _Planner:
     def check_bits(self, leaf: int) -> None:
         """ValueError for a quantized leaf whose per-channel quantizer does not fit its shape."""
         quant = self.bits_of(leaf).quant
+        if quant is None:
+            return
         shape = tuple(self.tensors[leaf].shape)
-        if quant is not None and not quant.fits(shape):
+        if not quant.fits(shape):
             n = 0 if quant.scales is None else len(quant.scales)
             raise ValueError(
                 f"key {self.names[leaf]!r} is a {self.tensors[leaf].dtype} tensor of shape "
