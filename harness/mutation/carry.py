@@ -117,6 +117,18 @@ def _show(root: Path, commit: str, path: str) -> str | None:
         return None
 
 
+def change_beyond_new_tests(root: Path, base: str, path: str, head: str = "HEAD") -> str | None:
+    """What changed in test module ``path`` between ``base`` and ``head`` other than added tests
+    (:func:`tests_added_only`), in words; None when it only grew."""
+    before, after = _show(root, base, path), _show(root, head, path)
+    if before is None or after is None:
+        return "not in both commits"
+    try:
+        return tests_added_only(before, after)
+    except SyntaxError as exc:
+        return f"does not parse ({exc.msg})"
+
+
 def changed_functions(root: Path, base: str, head: str = "HEAD") -> Changed:
     """Per module of compat/ that differs between ``base`` and ``head``: what changed in it."""
     names = git(root, "diff", "--name-only", base, head, "--", "compat/").split()

@@ -50,7 +50,7 @@ from typing import Any, Final
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Ran, Stop, git, run_logged
-from harness.mutation.carry import carry, changed_functions, tests_added_only
+from harness.mutation.carry import carry, change_beyond_new_tests, changed_functions
 from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
 
@@ -171,12 +171,7 @@ def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
             continue
         why = status
         if status == "M" and name.endswith(".py"):
-            before = git(root, "show", f"{base}:{name}")
-            after = git(root, "show", f"HEAD:{name}")
-            try:
-                found = tests_added_only(before, after)
-            except SyntaxError as exc:
-                found = f"does not parse ({exc.msg})"
+            found = change_beyond_new_tests(root, base, name)
             if found is None:
                 continue
             why = f"M: {found}"
