@@ -302,7 +302,7 @@ def tests(session: nox.Session) -> None:
     if stop.requested:
         session.error(f"stopped by {stop.signal}")
     session.install(*HARNESS_REQS)
-    # the fault-injection suite's venvs (tests/harness/test_faults.py), kept like nox's own
+    # the fault-injection suite's venvs (a folder per test file), kept like nox's own
     faults = {FAULT_ENVS: str((session.env_dir.parent / "faults").absolute())}
     session.run(
         "python",
@@ -312,6 +312,10 @@ def tests(session: nox.Session) -> None:
         "--confcutdir=tests/harness",
         "-p",
         "no:cacheprovider",
+        # whole files per worker, one per core: most of the time is cells that wait or use one
+        # core; a file's fault runs keep their own venvs (tests/harness/conftest.py)
+        "--numprocesses=auto",
+        "--dist=loadfile",
         f"--junitxml={REPORTS / 'harness-junit.xml'}",
         *session.posargs,
         env=faults,

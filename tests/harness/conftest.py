@@ -14,15 +14,26 @@ profiles.load()
 
 
 @pytest.fixture(scope="session")
-def fault_envdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One nox --envdir for every fault-injection run, so each group's venv is built once:
-    ``$COMPAT_MATRIX_FAULT_ENVS`` (``nox -s tests`` keeps them in .nox/faults, warm for the
-    next run, like nox's own venvs), else a temporary folder of this session."""
+def _uv_cache_warm(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What every fault cell installs is in uv's cache (the cells install offline)."""
     from tests.harness.faultproject import warm_cache
 
-    warm_cache(tmp_path_factory.mktemp("warm"))  # the cells install offline from uv's cache
+    warm_cache(tmp_path_factory.mktemp("warm"))
+
+
+@pytest.fixture(scope="module")
+def fault_envdir(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, _uv_cache_warm: None
+) -> Path:
+    """The nox --envdir of one test file's fault-injection runs, so each group's venv is built
+    once per file and two files run side by side (``nox -s tests`` gives each pytest-xdist
+    worker whole files) never install into one venv at once: a folder named for the file under
+    ``$COMPAT_MATRIX_FAULT_ENVS`` (``nox -s tests`` keeps them in .nox/faults, warm for the
+    next run, like nox's own venvs), else a temporary folder of this session."""
+    name = Path(str(request.path)).stem
     kept = os.environ.get("COMPAT_MATRIX_FAULT_ENVS")
     if kept:
-        Path(kept).mkdir(parents=True, exist_ok=True)
-        return Path(kept)
-    return tmp_path_factory.mktemp("fault-envs")
+        folder = Path(kept) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp(f"fault-envs-{name}")

@@ -36,5 +36,5 @@ def test_the_gate_table_is_gate_py() -> None:
 
 def test_the_docs_count_the_injected_faults() -> None:
     assert len(set(INJECTED)) == len(INJECTED)
-    (count,) = re.findall(r"injects (\d+) faults", REPORT)
+    (count,) = re.findall(r"inject (\d+) faults", REPORT)
     assert int(count) == len(INJECTED)

@@ -111,7 +111,7 @@ def gate_check(reports: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def torch26(fault_envdir: Path) -> Path:
     """torch 2.6.0 × TorchAO 0.8.0 with the test requirements: an "existing" interpreter."""
     cell = MATRIX.find_cell("2.6", "0.8", "cpu")
@@ -121,7 +121,7 @@ def torch26(fault_envdir: Path) -> Path:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lacking_reportlog(fault_envdir: Path) -> Path:
     """Python 3.11 with every test requirement but pytest-reportlog, and no torch."""
     reqs = [r for r in TEST_REQS if not r.startswith("pytest-reportlog")]
@@ -129,7 +129,7 @@ def lacking_reportlog(fault_envdir: Path) -> Path:
     return venv(fault_envdir / "installed-no-reportlog", "3.11", reqs)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def py312(fault_envdir: Path) -> Path:
     """Python 3.12 with pytest and packaging only (pure wheels the cache holds)."""
     found = find_python("3.12")
