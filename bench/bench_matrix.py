@@ -10,6 +10,9 @@
                                            the same, REF defaulting to the commit before the
                                            Python axis (its corners: 8 more core cells); --keep
                                            copies the new run's reports to DIR
+    python bench/bench_matrix.py tests --ref REF [--rounds N] [--envdir DIR] [--warmup 0]
+                                           the README's test command (`nox -s tests`), warm, at
+                                           REF and at the working tree, alternating in one run
     python bench/bench_matrix.py corner-budget [--python VENV_PYTHON] [--rounds N]
                                            one cell's suite under the ci and the corner
                                            Hypothesis profiles: seconds, and the lines and
@@ -314,16 +317,18 @@ def durations(reports: Path) -> dict[str, Any]:
     return {"per_file_s": {k: round(v, 2) for k, v in ranked}, "per_cell": steps}
 
 
-def bench_carry(
+def _alternate(
     tmp: Path,
     ref: str,
     rounds: int,
     envdir: Path | None,
-    warmup: bool = True,
+    warmup: Sequence[str],
+    args: Sequence[str],
     keep: Path | None = None,
-) -> dict[str, Any]:
-    """Warm `nox -s matrix` (the core cpu cells) at ``ref`` and at the working tree, alternating,
-    sharing one envdir and uv cache (one untimed run first builds the venvs)."""
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """``nox ARGS`` at ``ref`` and at the working tree, alternating, sharing one envdir and uv
+    cache, after one untimed run of each tree named in ``warmup`` (to build the venvs); each
+    tree's reports go to ``tmp/reports-ref`` / ``tmp/reports-new``."""
     old = tmp / "ref"
     _git("worktree", "add", "--detach", str(old), ref)
     envs = envdir or tmp / "nox-envs"
@@ -334,36 +339,74 @@ def bench_carry(
         def once(name: str) -> float:
             env = {**os.environ, "COMPAT_MATRIX_REPORTS": str(tmp / f"reports-{name}")}
             env.pop("COMPAT_MATRIX_TOML", None)
-            cmd = [sys.executable, "-m", "nox", "--envdir", str(envs), "-s", "matrix"]
-            return timed([*cmd, "--", "--backend", "cpu"], env, cwd=trees[name])
+            cmd = [sys.executable, "-m", "nox", "--envdir", str(envs), *args]
+            return timed(cmd, env, cwd=trees[name])
 
-        if warmup:
-            once("new")  # builds the venvs both trees use (same names, same pins)
+        for name in warmup:
+            print(f"{name} (warm-up): {once(name)} s", flush=True)
         for _ in range(rounds):
             for name in ("ref", "new"):
                 times[name].append(once(name))
                 print(f"{name}: {times[name][-1]} s", flush=True)
-        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-        new_reports = tmp / "reports-new"
-        summary = json.loads((new_reports / "matrix.json").read_text())["totals"]
         if keep is not None:
-            shutil.copytree(new_reports, keep, dirs_exist_ok=True)
-        return {
-            "command": "nox -s matrix -- --backend cpu (the core cpu cells), warm",
-            "cells": {"ref": _cells(tmp / "reports-ref"), "new": _cells(new_reports)},
-            "ref": ref,
-            "new": _git("rev-parse", "HEAD")
-            + (" + working tree" if _git("status", "--short") else ""),
-            "seconds": times,
-            "median_s": med,
-            "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
-            "tests": {"ran": summary.get("ran"), "carried": summary.get("carried")},
-            "new_durations": durations(new_reports),
-            "ref_durations": durations(tmp / "reports-ref"),
-            "targets": {"median_s.new": "<= 120"},
-        }
+            shutil.copytree(tmp / "reports-new", keep, dirs_exist_ok=True)
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        return times, med
     finally:
         _git("worktree", "remove", "--force", str(old))
+
+
+def _head() -> str:
+    return _git("rev-parse", "HEAD") + (" + working tree" if _git("status", "--short") else "")
+
+
+def bench_carry(
+    tmp: Path,
+    ref: str,
+    rounds: int,
+    envdir: Path | None,
+    warmup: bool = True,
+    keep: Path | None = None,
+) -> dict[str, Any]:
+    """Warm `nox -s matrix` (the core cpu cells) at ``ref`` and at the working tree, alternating,
+    sharing one envdir and uv cache."""
+    args = ("-s", "matrix", "--", "--backend", "cpu")
+    # one warm-up at the working tree builds the venvs both trees use (same names, same pins)
+    times, med = _alternate(tmp, ref, rounds, envdir, ("new",) if warmup else (), args, keep)
+    new_reports = tmp / "reports-new"
+    summary = json.loads((new_reports / "matrix.json").read_text())["totals"]
+    return {
+        "command": "nox -s matrix -- --backend cpu (the core cpu cells), warm",
+        "cells": {"ref": _cells(tmp / "reports-ref"), "new": _cells(new_reports)},
+        "ref": ref,
+        "new": _head(),
+        "seconds": times,
+        "median_s": med,
+        "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+        "tests": {"ran": summary.get("ran"), "carried": summary.get("carried")},
+        "new_durations": durations(new_reports),
+        "ref_durations": durations(tmp / "reports-ref"),
+        "targets": {"median_s.new": "<= 120"},
+    }
+
+
+def bench_tests(
+    tmp: Path, ref: str, rounds: int, envdir: Path | None, warmup: bool
+) -> dict[str, Any]:
+    """Warm `nox -s tests` (the README's test command: the default cell, then the harness's own
+    tests) at ``ref`` and at the working tree, alternating, sharing one envdir and uv cache."""
+    # each tree warms up: their fault venvs are laid out differently before 7ed54a2
+    both = ("ref", "new") if warmup else ()
+    times, med = _alternate(tmp, ref, rounds, envdir, both, ("-s", "tests"))
+    return {
+        "command": "nox -s tests, warm (venvs and fault venvs kept)",
+        "ref": ref,
+        "new": _head(),
+        "seconds": times,
+        "median_s": med,
+        "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+        "targets": {"median_s.new": "<= 240"},
+    }
 
 
 def _cells(reports: Path) -> int:
@@ -372,7 +415,16 @@ def _cells(reports: Path) -> int:
 
 def main(argv: list[str]) -> int:
     what = argv[1] if len(argv) > 1 else "all"
-    benchmarks = ("install", "matrix", "all", "carry", "python-axis", "cold", "corner-budget")
+    benchmarks = (
+        "install",
+        "matrix",
+        "all",
+        "carry",
+        "python-axis",
+        "cold",
+        "corner-budget",
+        "tests",
+    )
     if what not in benchmarks:
         raise SystemExit(f"unknown benchmark {what!r}; accepted: {', '.join(benchmarks)}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -409,6 +461,19 @@ def main(argv: list[str]) -> int:
             print(
                 json.dumps({k: v for k, v in results["cold"].items() if k != "per_cell"}, indent=2)
             )
+        if what == "tests":
+            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
+            accepted = {"--ref", "--rounds", "--envdir", "--warmup"}
+            if set(opts) - accepted:
+                raise SystemExit(
+                    f"unknown option {sorted(set(opts) - accepted)}; accepted: {sorted(accepted)}"
+                )
+            if "--ref" not in opts:
+                raise SystemExit("tests: --ref REF is required (the commit to compare with)")
+            envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
+            rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
+            results["tests"] = bench_tests(Path(tmp), opts["--ref"], rounds, envdir, warmup)
+            print(json.dumps(results["tests"], indent=2))
         if what in ("carry", "python-axis"):
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
             accepted = {"--ref", "--rounds", "--envdir", "--warmup", "--keep"}
