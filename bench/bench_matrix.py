@@ -395,7 +395,7 @@ def bench_tests(
 ) -> dict[str, Any]:
     """Warm `nox -s tests` (the README's test command: the default cell, then the harness's own
     tests) at ``ref`` and at the working tree, alternating, sharing one envdir and uv cache."""
-    # each tree warms up: their fault venvs are laid out differently before 7ed54a2
+    # each tree warms up: the venvs one tree's harness tests keep need not be the other's
     both = ("ref", "new") if warmup else ()
     times, med = _alternate(tmp, ref, rounds, envdir, both, ("-s", "tests"))
     return {
@@ -461,31 +461,25 @@ def main(argv: list[str]) -> int:
             print(
                 json.dumps({k: v for k, v in results["cold"].items() if k != "per_cell"}, indent=2)
             )
-        if what == "tests":
+        if what in ("carry", "python-axis", "tests"):
             opts = dict(zip(argv[2::2], argv[3::2], strict=False))
             accepted = {"--ref", "--rounds", "--envdir", "--warmup"}
+            accepted |= set() if what == "tests" else {"--keep"}
             if set(opts) - accepted:
                 raise SystemExit(
                     f"unknown option {sorted(set(opts) - accepted)}; accepted: {sorted(accepted)}"
                 )
-            if "--ref" not in opts:
-                raise SystemExit("tests: --ref REF is required (the commit to compare with)")
             envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
             rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
+        if what == "tests":
+            if "--ref" not in opts:
+                raise SystemExit("tests: --ref REF is required (the commit to compare with)")
             results["tests"] = bench_tests(Path(tmp), opts["--ref"], rounds, envdir, warmup)
             print(json.dumps(results["tests"], indent=2))
         if what in ("carry", "python-axis"):
-            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
-            accepted = {"--ref", "--rounds", "--envdir", "--warmup", "--keep"}
-            if set(opts) - accepted:
-                raise SystemExit(
-                    f"unknown option {sorted(set(opts) - accepted)}; accepted: {sorted(accepted)}"
-                )
-            envdir = Path(opts["--envdir"]).absolute() if "--envdir" in opts else None
             keep = Path(opts["--keep"]).absolute() if "--keep" in opts else None
             added = "harness/cells/carry.py" if what == "carry" else "wheels.toml"
             ref = opts.get("--ref") or before_adding(added)
-            rounds, warmup = int(opts.get("--rounds", "1")), opts.get("--warmup", "1") != "0"
             key = what.replace("-", "_")
             results[key] = bench_carry(Path(tmp), ref, rounds, envdir, warmup, keep)
             if key == "python_axis":

@@ -30,7 +30,7 @@ def fault_envdir(
     worker whole files) never install into one venv at once: a folder named for the file under
     ``$COMPAT_MATRIX_FAULT_ENVS`` (``nox -s tests`` keeps them in .nox/faults, warm for the
     next run, like nox's own venvs), else a temporary folder of this session."""
-    name = Path(str(request.path)).stem
+    name = request.path.stem
     kept = os.environ.get("COMPAT_MATRIX_FAULT_ENVS")
     if kept:
         folder = Path(kept) / name
