@@ -123,7 +123,7 @@ def test_the_audit_fails_on_a_missed_control_or_a_difference(
 
 def cell_python() -> Path | None:
     """A venv of the default cell with compat's test requirements, if one is built here."""
-    for name in ("mutation-torch2.6-ao0.8-cpu", "tests-torch2-6-ao0-8-cpu"):
+    for name in ("mutation-torch2.6-ao0.8-cpu", "tests", "tests-torch2-6-ao0-8-cpu"):
         python = ROOT / ".nox" / name / "bin" / "python"
         if python.exists():
             return python
