@@ -413,6 +413,9 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
     before = dists(torch26)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_") and k != "PYTHONPATH"}
     env["COMPAT_MATRIX_REPORTS"] = str(reports)
+    # the plumbing is under test here, not the suite's catching power: a quarter of each
+    # property's examples (tests/profiles.py), which the record must name
+    env["HYPOTHESIS_PROFILE"] = "corner"
     done = subprocess.run(
         [
             sys.executable,
@@ -441,6 +444,7 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
     }
     record = json.loads((folder / "cell.json").read_text())
     assert record["status"] == "passed" and record["counts"]["passed"] > 300
+    assert record["hypothesis_profile"] == "corner"
     assert record["installed"]["torch"] == "2.6.0" and record["installed"]["torchao"] == "0.8.0"
     assert record["environment"]["xfails"] == [
         x.origin for x in MATRIX.xfails_for("2.6", "0.8", "cpu")
