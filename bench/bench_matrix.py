@@ -130,7 +130,7 @@ def bench_matrix(tmp: Path) -> dict[str, Any]:
         "--backend",
         "cpu",
     ]
-    out: dict[str, Any] = {"command": "nox -s matrix -- --backend cpu (12 core cells)"}
+    out: dict[str, Any] = {"command": "nox -s matrix -- --backend cpu (the core tier's cpu cells)"}
     out["cold_s"] = timed(cmd, env)
     out["warm_s"] = timed(cmd, env)
     summary = json.loads((ROOT / "reports" / "matrix.json").read_text())
