@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.matrix import paths
+from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
 from harness.mutation import audit as mutation_audit
 from harness.mutation import plan as mutation_plan
@@ -122,8 +122,11 @@ def test_the_audit_fails_on_a_missed_control_or_a_difference(
 
 
 def cell_python() -> Path | None:
-    """A venv of the default cell with compat's test requirements, if one is built here."""
-    for name in ("mutation-torch2.6-ao0.8-cpu", "tests", "tests-torch2-6-ao0-8-cpu"):
+    """A venv of the default cell with compat's test requirements, if one is built here: the
+    mutation run's (harness/mutation/runner.py), ``nox -s tests``'s, or the cell's own session's
+    (nox writes the dots of a session's name as dashes)."""
+    cell = spec.load(paths.matrix_path()).default()
+    for name in (f"mutation-{cell.id}", "tests", f"tests-{cell.id}".replace(".", "-")):
         python = ROOT / ".nox" / name / "bin" / "python"
         if python.exists():
             return python
