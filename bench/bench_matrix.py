@@ -360,6 +360,17 @@ def _head() -> str:
     return _git("rev-parse", "HEAD") + (" + working tree" if _git("status", "--short") else "")
 
 
+def _compared(ref: str, times: dict[str, list[float]], med: dict[str, float]) -> dict[str, Any]:
+    """What every side-by-side benchmark records: both trees, their times and the ratio."""
+    return {
+        "ref": ref,
+        "new": _head(),
+        "seconds": times,
+        "median_s": med,
+        "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+    }
+
+
 def bench_carry(
     tmp: Path,
     ref: str,
@@ -378,11 +389,7 @@ def bench_carry(
     return {
         "command": "nox -s matrix -- --backend cpu (the core cpu cells), warm",
         "cells": {"ref": _cells(tmp / "reports-ref"), "new": _cells(new_reports)},
-        "ref": ref,
-        "new": _head(),
-        "seconds": times,
-        "median_s": med,
-        "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+        **_compared(ref, times, med),
         "tests": {"ran": summary.get("ran"), "carried": summary.get("carried")},
         "new_durations": durations(new_reports),
         "ref_durations": durations(tmp / "reports-ref"),
@@ -400,11 +407,7 @@ def bench_tests(
     times, med = _alternate(tmp, ref, rounds, envdir, both, ("-s", "tests"))
     return {
         "command": "nox -s tests, warm (venvs and fault venvs kept)",
-        "ref": ref,
-        "new": _head(),
-        "seconds": times,
-        "median_s": med,
-        "ratio_new_to_ref": round(med["new"] / med["ref"], 3),
+        **_compared(ref, times, med),
         "targets": {"median_s.new": "<= 240"},
     }
 
