@@ -7,6 +7,7 @@ nox -l                        every session: the matrix cells and the tools
 nox -s tests                  the README's test command: the default cell + harness tests
 nox -s matrix                 the main job: every runnable core cell, then the report
 nox -s matrix -- --tier extended --backend cpu
+nox -s matrix -- --tier extended --prune   a disk that cannot hold every venv: new ones go after use
 nox -s tests-torch2.5-cpu     torch 2.5 with every TorchAO version, in one venv
 nox -s tests-torch2.5-ao0.7-cpu   one cell
 nox -s tests-torch2.5-py3.12-cpu   the same on Python 3.12 (the default Python's names have none)
@@ -154,6 +155,13 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
         help="run every test in every cell (no carried verdicts) and check that each verdict"
         " the run would have carried agrees with the real one (the nightly does)",
     )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="for a disk that cannot hold every group's venv: a group whose venv is new installs"
+        " through a uv cache of its own in its turn, and its venv goes after its cells"
+        " (venvs already there are kept)",
+    )
     if gate:
         parser.add_argument(
             "--from",
@@ -198,6 +206,7 @@ def _run_matrix(
             jobs=args.jobs,
             stop=stop,
             full=args.full,
+            prune=args.prune,
         )
     if args.full:  # each verdict a blocked run would have carried, against the real runs
         session.run("python", "-m", "harness.cells.carry", "--reports", str(REPORTS))

@@ -134,16 +134,20 @@ def run_cells(
     full: bool = False,
     sources: Collection[str] = (),
     threads: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
     Returns one result per cell, in the order given; each is also written as its cell.json.
 
     Where matrix.toml asks for it, cells that differ only in TorchAO carry the verdicts of the
-    tests independent of it from the first of them (:mod:`harness.cells.carry`); ``full`` runs every
-    test in every cell, the first of each set also making the blocked run whose verdicts
-    :func:`harness.cells.carry.check` compares with the real ones (``sources``: lone cells that make
-    it, see :func:`_roles`). ``threads``: the CPU threads each cell's torch may use (its share
-    of the cores when groups run side by side, see :func:`thread_env`)."""
+    tests independent of it from the first of them (:mod:`harness.cells.carry`); ``full`` runs
+    every test in every cell, the first of each set also making the blocked run whose verdicts
+    :func:`harness.cells.carry.check` compares with the real ones (``sources``: lone cells that
+    make it, see :func:`_roles`). ``threads``: the CPU threads each cell's torch may use (its
+    share of the cores when groups run side by side, see :func:`thread_env`). ``env``: added to
+    the environment of every command of every cell (a pruned group's own uv cache, see
+    :func:`harness.cells.run.run_matrix`).
+    """
     stop = stop or Stop()
     python = python.absolute()  # cells run in their project's folder; never resolve(): a
     # venv's interpreter is a symlink to the base one, and following it leaves the venv
@@ -164,7 +168,12 @@ def run_cells(
                     matrix, cell, python, uv=tool, reports=reports, candidates=candidates
                 )
                 plan.carry = _role_for(roles, matrix, cell)
-                plan.env = {**thread_env(threads), **profile_env(matrix, cell), **plan.env}
+                plan.env = {
+                    **thread_env(threads),
+                    **profile_env(matrix, cell),
+                    **plan.env,
+                    **(env or {}),
+                }
                 result = run_cell(plan, echo=echo, stop=stop)
                 _took_part(roles, matrix, cell, plan.carry)
         except Exception as exc:  # one cell's harness failure is that cell's status

@@ -8,8 +8,12 @@ an absent backend is recorded as skipped), so the verdict (:mod:`harness.cells.v
 from what should have run, not from the records that happen to exist.
 
 Each group's venv is made here with ``uv venv`` under nox's envdir (``matrix-<group>``) and kept
-for the next run; the group sessions (``nox -s tests-torch2.5-cpu``) keep their own. Standard
-library only.
+for the next run; the group sessions (``nox -s tests-torch2.5-cpu``) keep their own. With
+``prune`` (``nox -s matrix -- --prune``: a disk that cannot hold every group at once, such as the
+extended tier on every Python), a group whose venv the run has to make installs through a uv cache
+of its own inside that venv, in its own turn instead of ahead, and the venv goes (cache and all)
+once its cells are recorded; venvs that were there before the run are used and kept as usual.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from harness.matrix.spec import Cell, Matrix
 
 MANIFEST_SCHEMA = 1
 PREFETCH_DIR = "prefetch"  # in the reports folder: each group's install made ahead, its log
+OWN_CACHE = ".uv-cache"  # under a pruned group's venv: the uv cache its installs go through
 
 
 @dataclass(frozen=True)
@@ -192,9 +197,13 @@ def run_matrix(
     echo: Echo | None = sys.stdout,
     stop: Stop | None = None,
     full: bool = False,
+    prune: bool = False,
 ) -> list[CellResult]:
     """Run the selection; every cell of it ends with a record (or shows as "no record").
     ``full``: every test in every cell, the carried verdicts checked (:mod:`harness.cells.carry`).
+    ``prune``: a group whose venv does not exist yet gets one with its own uv cache inside, made
+    in the group's turn, and removed after its cells: the run holds at most ``jobs`` such venvs
+    on disk at a time, on top of what was there before (see the module's docstring).
 
     The caller holds ``stop.on_signals()`` so that SIGINT / SIGTERM stop the running cells."""
     stop = stop or Stop()
@@ -208,11 +217,19 @@ def run_matrix(
         if (reason := selection.skip_reason(cell)) is not None
     ]
 
+    def venv(name: str) -> Path:
+        return envdir / f"matrix-{name}"
+
+    def own_env(name: str) -> dict[str, str]:
+        """What every command of a pruned group adds to its environment: its own uv cache."""
+        return {"UV_CACHE_DIR": str(venv(name).absolute() / OWN_CACHE)} if name in pruned else {}
+
     def prepare(name: str, cells: list[Cell]) -> Path:
-        """The group's venv with its first cell's pins, made ahead of the group's turn."""
+        """The group's venv with its first cell's pins, made ahead of the group's turn (in its
+        turn, when the group is pruned)."""
         first = cells[0]
         wanted = selection.interpreters.get(first.python, first.python)
-        python = ensure_venv(uv, wanted, envdir / f"matrix-{name}", first.python)
+        python = ensure_venv(uv, wanted, venv(name), first.python)
         requirements = [str(matrix.root / r) for r in matrix.requirements_for(first)]
         log = reports / PREFETCH_DIR / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +237,13 @@ def run_matrix(
             first, python, uv=uv, requirements=requirements, candidates=candidates
         ):
             ran = run_logged(
-                cmd, log, timeout_s=first.timeout_s, cwd=matrix.root, echo=None, stop=stop
+                cmd,
+                log,
+                timeout_s=first.timeout_s,
+                cwd=matrix.root,
+                echo=None,
+                stop=stop,
+                env={**os.environ, **own_env(name)},
             )
             if ran.returncode != 0:
                 break  # the cell meets it again in its own install, and records it
@@ -229,29 +252,39 @@ def run_matrix(
     def group(name: str, cells: list[Cell]) -> list[CellResult]:
         out = echo if echo is None or jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
         try:
-            python = prepared[name].result()
-        except (OSError, subprocess.CalledProcessError) as exc:
-            return [harness_error(cell, exc, reports) for cell in cells]
-        return group_run.run_cells(
-            matrix,
-            cells,
-            python=python,
-            reports=reports,
-            uv=uv,
-            candidates=candidates,
-            echo=out,
-            stop=stop,
-            full=full,
-            threads=threads,
-        )
+            try:
+                python = prepared[name].result() if name in prepared else prepare(name, cells)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                return [harness_error(cell, exc, reports) for cell in cells]
+            return group_run.run_cells(
+                matrix,
+                cells,
+                python=python,
+                reports=reports,
+                uv=uv,
+                candidates=candidates,
+                echo=out,
+                stop=stop,
+                full=full,
+                threads=threads,
+                env=own_env(name),
+            )
+        finally:
+            if name in pruned:  # every cell has its record by now
+                shutil.rmtree(venv(name), ignore_errors=True)
 
     groups = selection.groups()
+    pruned = {name for name in groups if prune and not venv(name).exists()}
     # each group's share of the cores, when they run side by side
     threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups))))
     # venvs and installs run ahead of the tests, in order, so that downloads overlap the tests
     # of the groups before (a warm install is a no-op check of ~0.5 s)
     installs = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="prefetch")
-    prepared = {name: installs.submit(prepare, name, cells) for name, cells in groups.items()}
+    prepared = {
+        name: installs.submit(prepare, name, cells)
+        for name, cells in groups.items()
+        if name not in pruned  # a pruned group installs in its own turn: disk stays bounded
+    }
     with installs, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures: dict[Future[list[CellResult]], list[Cell]] = {
             pool.submit(group, name, cells): cells for name, cells in groups.items()

@@ -6,11 +6,13 @@ it so that the two files run side by side (``nox -s tests`` gives each worker wh
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from pathlib import Path
 
 import pytest
 
+from harness.cells import run
 from harness.matrix import spec
 from harness.matrix.spec import MatrixSpecError
 from tests.harness.faultproject import Project, alive, matrix_toml, stop, wait_for
@@ -43,6 +45,28 @@ def test_a_lost_record_is_no_record_and_fails_the_run(tmp_path: Path, fault_envd
     assert cells["torch2.6-ao0.7-lone"]["status"] == "inconsistent"
     assert cells["torch2.6-ao0.8-lone"]["status"] == "passed"
     assert "no record" in (project.reports / "matrix.md").read_text()
+
+
+def test_prune_removes_the_venvs_it_made_and_keeps_the_others(
+    tmp_path: Path, fault_envdir: Path
+) -> None:
+    # two groups: "keep" has its venv before the run, "gone" gets one from the run itself
+    faults = {"keep": {"0.8": "none"}, "gone": {"0.8": "none"}}
+    project = Project.create(tmp_path / "project", fault_envdir, matrix_toml(faults))
+    kept, made = (fault_envdir / f"matrix-tests-torch2.6-{b}" for b in ("keep", "gone"))
+    first = project.nox("-s", "matrix", "--", "--cell", "*-keep")  # the warm uv cache: offline
+    assert first.returncode == 0 and kept.is_dir(), first.stdout[-3000:]
+    shutil.rmtree(made, ignore_errors=True)
+    done = project.nox("-s", "matrix", "--", "--prune")
+    assert project.cell("torch2.6-ao0.8-keep")["status"] == "passed"
+    assert kept.is_dir() and not (kept / run.OWN_CACHE).exists()  # there before: used, kept
+    # the new venv installed through a uv cache of its own (empty, and the run is offline:
+    # torch is not in it, although the machine's cache that "keep" installs from has it)
+    gone = project.cell("torch2.6-ao0.8-gone")
+    assert gone["status"] == "install-error", gone["reason"]
+    assert "torch==2.6.0" in gone["reason"] or "torch" in gone["log_tail"], gone
+    assert not made.exists()  # removed with its cache once its cell was recorded
+    assert done.returncode == 1  # the install error fails the run, as any would
 
 
 # --- stopping ------------------------------------------------------------------------------
