@@ -32,6 +32,13 @@ longest ran 25 s), the others ran their 10,000 examples.
 
 ``$COMPAT_PROPERTY_BUDGET_S`` overrides the total for all properties of the session. A pytest
 plugin: tests/conftest.py registers it (``-p tests.budget`` does the same for another suite).
+
+A property that needs another number of examples than the profile's in the deterministic runs
+says so with ``@pytest.mark.examples(N)`` (:data:`MARKER`), never with ``@settings(max_examples=N)``:
+an explicit setting overrides every profile, so the nightly drew those N too instead of exploring
+its 10,000 (measured: a property marked 400 stopped at 400 under ``nightly``). The marker sets
+what the property draws under ``ci`` (and its share under ``corner``); ``nightly`` and ``replay``
+keep their own.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ SHARE: Final = 0.5
 CALIBRATION: Final = 10  # the first round's examples
 GROWTH: Final = 3  # a round runs at most this many times the examples run before it
 PROPERTY: Final = "hypothesis-budget"
+MARKER: Final = "examples"  # @pytest.mark.examples(N): the property's examples under ci / corner
+FIXED: Final = frozenset({profiles.DEFAULT, profiles.CORNER})  # the profiles the marker sets
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,21 @@ def is_property(item: pytest.Item) -> bool:
     )
 
 
+def declared(item: Any) -> int | None:
+    """The examples ``item`` asks for with ``@pytest.mark.examples(N)``, or None without it."""
+    closest = getattr(item, "get_closest_marker", None)
+    mark = closest(MARKER) if closest is not None else None
+    if mark is None:
+        return None
+    value = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{MARKER}{mark.args!r}: expected one positive number"
+            " of examples, e.g. @pytest.mark.examples(200)"
+        )
+    return value
+
+
 class Budget:
     """The session's budget: set up at collection, applied per property, summarised at the end."""
 
@@ -120,15 +144,22 @@ class Budget:
             self.per_property = total_seconds() / count
 
     def applies(self, item: pytest.Item) -> bool:
-        return (self.per_property > 0 or self.profile == profiles.CORNER) and is_property(item)
+        if not is_property(item):
+            return False
+        if self.per_property > 0 or self.profile == profiles.CORNER:
+            return True
+        return self.profile in FIXED and declared(item) is not None
 
     def run_share(self, item: pytest.Function, call: Callable[[], Any]) -> None:
-        """Run the property ``item`` with the examples its profile's share gives it."""
+        """Run the property ``item`` with the examples its profile's share gives it: of the
+        examples its marker declares under ``ci`` / ``corner``, else of its settings'."""
         test = item.obj
         asked_settings: settings = test._hypothesis_internal_use_settings
-        asked = int(asked_settings.max_examples)
+        marked = declared(item) if self.profile in FIXED else None
+        asked = marked or int(asked_settings.max_examples)
         drawn = profiles.examples_for(self.profile, asked)
-        self.drawn[item.nodeid] = (drawn, asked)
+        if self.profile == profiles.CORNER:
+            self.drawn[item.nodeid] = (drawn, asked)
         _with_examples(test, asked_settings, drawn, call)
 
     def run(self, item: pytest.Function, call: Callable[[], Any]) -> None:
@@ -193,7 +224,25 @@ def _with_examples(test: Any, base: settings, examples: int, call: Callable[[], 
 BUDGET = Budget()
 
 
+def overriding(items: list[pytest.Item], profile: settings) -> list[str]:
+    """The properties whose own settings ask another number of examples than ``profile``'s:
+    an explicit ``max_examples`` (which every profile would then draw, the nightly's included)."""
+    asked = {
+        item.nodeid: int(item.obj._hypothesis_internal_use_settings.max_examples)
+        for item in items
+        if is_property(item)
+    }
+    return [f"{name} (max_examples={n})" for name, n in asked.items() if n != profile.max_examples]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    bad = overriding(items, settings.default)
+    if bad:
+        raise pytest.UsageError(
+            "these properties set max_examples in @settings, which overrides every profile (the"
+            f" nightly would draw only that many): {', '.join(bad)}; declare the examples of the"
+            f" deterministic runs with @pytest.mark.{MARKER}(N) instead (tests/budget.py)"
+        )
     BUDGET.configure(items, profiles.selected())
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
@@ -194,7 +194,7 @@ def outcome(function: Callable[..., Any], call: dict[str, Any]) -> dict[str, Any
     return {"returned": returned, "state": state}
 
 
-@settings(max_examples=80)
+@pytest.mark.examples(80)
 @given(call=calls())
 def test_property_same_result_as_accelerate_on_plain_tensors(call: dict[str, Any]) -> None:
     """Oracle: the installed accelerate's own function, on a fresh module per call."""

@@ -39,10 +39,31 @@ def test_plain():
 CONFTEST = "from tests import profiles\n\nprofiles.load()\n"
 
 
+MARKED = """
+import os
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.examples(40)
+@given(st.integers())
+def test_marked(x):
+    with open(os.environ["DRAWN"], "a") as fh:
+        fh.write(f"{x}\\n")
+"""
+EXPLICIT = """
+from hypothesis import given, settings, strategies as st
+
+@given(st.integers())
+@settings(max_examples=40)
+def test_explicit(x):
+    pass
+"""
+
+
 def run_suite(
-    tmp_path: Path, profile: str, budget_s: str
+    tmp_path: Path, profile: str, budget_s: str, suite: str = SUITE
 ) -> tuple[subprocess.CompletedProcess[str], float, list[dict[str, object]]]:
-    (tmp_path / "test_throwaway.py").write_text(SUITE)
+    (tmp_path / "test_throwaway.py").write_text(suite)
     (tmp_path / "conftest.py").write_text(CONFTEST)
     log = tmp_path / "log.jsonl"
     env = {
@@ -51,6 +72,7 @@ def run_suite(
         "HYPOTHESIS_PROFILE": profile,
         budget.ENV: budget_s,
         "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / ".hypothesis"),
+        "DRAWN": str(tmp_path / "drawn.txt"),
     }
     start = time.monotonic()
     done = subprocess.run(
@@ -87,6 +109,26 @@ def test_the_ci_profile_never_reads_the_clock(tmp_path: Path) -> None:
     done, _, _ = run_suite(tmp_path, "ci", "0.001")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped by the time budget" not in done.stdout and "3 passed" in done.stdout
+
+
+@pytest.mark.parametrize(("profile", "drawn"), [("ci", 40), ("corner", 10), ("nightly", None)])
+def test_the_examples_marker_sets_the_deterministic_runs_and_the_nightly_keeps_its_own(
+    tmp_path: Path, profile: str, drawn: int | None
+) -> None:
+    done, _, _ = run_suite(tmp_path, profile, "3", MARKED)
+    assert done.returncode == 0, done.stdout + done.stderr
+    count = len((tmp_path / "drawn.txt").read_text().splitlines())
+    if drawn is not None:
+        assert count == drawn  # the marker's 40 (a quarter, at least ten, under corner)
+    else:  # explores past the marker: its 10,000, or as many as its 3 s allow
+        assert count > 40 * 5, count
+
+
+def test_an_explicit_max_examples_is_refused_naming_the_property(tmp_path: Path) -> None:
+    done, _, _ = run_suite(tmp_path, "ci", "3", EXPLICIT)
+    assert done.returncode != 0
+    assert "test_throwaway.py::test_explicit (max_examples=40)" in done.stderr + done.stdout
+    assert "@pytest.mark.examples(N)" in done.stderr + done.stdout
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "soon"])

@@ -66,12 +66,13 @@ def brute_pieces(
     return {d for d in range(1, window + 1) if footprint & {x + d for x in footprint}}
 
 
+@pytest.mark.examples(200)
 @given(
     dims=st.lists(st.tuples(st.integers(2, 4), st.integers(1, 40)), min_size=1, max_size=3),
     e=st.sampled_from([1, 2, 4, 8]),
     window=st.integers(1, 300),
 )
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None)
 def test_difference_pieces_match_brute_force(
     dims: list[tuple[int, int]], e: int, window: int
 ) -> None:

@@ -42,8 +42,9 @@ def brute_runs(los: list[int], his: list[int]) -> list[list[int]]:
     return sorted(by_start, key=lambda c: (los[c[0]], c[0]))
 
 
+@pytest.mark.examples(300)
 @given(INTERVALS)
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None)
 def test_runs_are_the_intersection_components(intervals: list[tuple[int, int]]) -> None:
     los = [lo for lo, _ in intervals]
     his = [hi for _, hi in intervals]
@@ -84,7 +85,8 @@ def test_runs_at_their_limits(intervals: list[tuple[int, int]], expected: list[l
         )
     )
 )
-@settings(deadline=None, max_examples=200)
+@pytest.mark.examples(200)
+@settings(deadline=None)
 def test_union_find_roots_are_the_smallest_member(case: tuple[int, list[tuple[int, int]]]) -> None:
     n, pairs = case
     uf = UnionFind(n)

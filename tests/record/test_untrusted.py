@@ -30,7 +30,7 @@ from tests.roundtrip import assert_round_trip
 
 Tensors = dict[str, torch.Tensor]
 Record = dict[str, Any]
-hyp = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=150)
+hyp = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def rich() -> Tensors:
@@ -456,6 +456,7 @@ def assert_safe(tensors: Tensors, text: str | None, restored: Tensors) -> None:
         assert inside, f"{name!r} reads bytes outside every stored tensor"
 
 
+@pytest.mark.examples(150)
 @hyp
 @given(data=st.data())
 def test_any_change_to_the_record_is_refused_or_safe(data: st.DataObject) -> None:
@@ -480,6 +481,7 @@ def saved_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
+@pytest.mark.examples(150)
 @hyp
 @given(data=st.data())
 def test_bytes_flipped_in_a_file_are_refused_or_load_safely(
