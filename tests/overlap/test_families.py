@@ -66,7 +66,7 @@ def brute_pieces(
     return {d for d in range(1, window + 1) if footprint & {x + d for x in footprint}}
 
 
-@pytest.mark.examples(200)
+@pytest.mark.examples(100)
 @given(
     dims=st.lists(st.tuples(st.integers(2, 4), st.integers(1, 40)), min_size=1, max_size=3),
     e=st.sampled_from([1, 2, 4, 8]),

@@ -42,7 +42,7 @@ def brute_runs(los: list[int], his: list[int]) -> list[list[int]]:
     return sorted(by_start, key=lambda c: (los[c[0]], c[0]))
 
 
-@pytest.mark.examples(300)
+@pytest.mark.examples(150)
 @given(INTERVALS)
 @settings(deadline=None)
 def test_runs_are_the_intersection_components(intervals: list[tuple[int, int]]) -> None:
@@ -85,7 +85,7 @@ def test_runs_at_their_limits(intervals: list[tuple[int, int]], expected: list[l
         )
     )
 )
-@pytest.mark.examples(200)
+@pytest.mark.examples(100)
 @settings(deadline=None)
 def test_union_find_roots_are_the_smallest_member(case: tuple[int, list[tuple[int, int]]]) -> None:
     n, pairs = case

@@ -43,7 +43,7 @@ def shape_of(dims: list[tuple[int, int]], dtype: torch.dtype) -> Shape:
     return Shape(tuple(n for n, _ in dims), tuple(s for _, s in dims), dtype)
 
 
-@pytest.mark.examples(400)
+@pytest.mark.examples(200)
 @given(dims=DIMS, dtype=st.sampled_from(PLAIN_DTYPES))
 @settings(deadline=None)
 def test_a_shape_is_classified_by_its_bytes(
@@ -74,7 +74,7 @@ def test_a_shape_is_classified_by_its_bytes(
     data=st.data(),
     dtype=st.sampled_from(PLAIN_DTYPES),
 )
-@pytest.mark.examples(300)
+@pytest.mark.examples(150)
 @settings(deadline=None)
 def test_a_slice_of_a_contiguous_tensor_is_injective(
     sizes: list[int], data: st.DataObject, dtype: torch.dtype
@@ -94,7 +94,7 @@ def test_a_slice_of_a_contiguous_tensor_is_injective(
     )
 
 
-@pytest.mark.examples(300)
+@pytest.mark.examples(150)
 @given(a=DIMS, b=DIMS, dtype_a=st.sampled_from(PLAIN_DTYPES), dtype_b=st.sampled_from(PLAIN_DTYPES))
 @settings(deadline=None)
 def test_equal_keys_are_equal_footprints(
@@ -226,7 +226,7 @@ def test_a_view_expanded_to_2_60_meets_a_slice_exactly(
 # --- views that re-read their storage: dims merged before the solver -----------------------------
 
 
-@pytest.mark.examples(200)
+@pytest.mark.examples(100)
 @given(rereading_pair())
 @settings(deadline=None)
 def test_views_that_reread_their_storage_get_the_exact_answer(
@@ -295,7 +295,7 @@ def test_a_view_too_big_for_numpy_is_cut_at_the_pair_s_end_before_the_solver() -
         assert compat.find_overlapping_tensors(views) == ([frozenset(views)] if meet else []), at
 
 
-@pytest.mark.examples(300)
+@pytest.mark.examples(150)
 @given(dims=DIMS, dtype=st.sampled_from(PLAIN_DTYPES), cut=st.integers(1, 160))
 @settings(deadline=None)
 def test_the_solver_sees_exactly_the_bytes_below_the_cut(

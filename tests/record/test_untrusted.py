@@ -456,7 +456,7 @@ def assert_safe(tensors: Tensors, text: str | None, restored: Tensors) -> None:
         assert inside, f"{name!r} reads bytes outside every stored tensor"
 
 
-@pytest.mark.examples(150)
+@pytest.mark.examples(75)
 @hyp
 @given(data=st.data())
 def test_any_change_to_the_record_is_refused_or_safe(data: st.DataObject) -> None:
@@ -481,7 +481,7 @@ def saved_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.examples(150)
+@pytest.mark.examples(75)
 @hyp
 @given(data=st.data())
 def test_bytes_flipped_in_a_file_are_refused_or_load_safely(
