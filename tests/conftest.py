@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests import caches, profiles
+from tests import caches, fresh, profiles
 
 profiles.load()
 
@@ -179,7 +179,24 @@ def observe(fn: Any) -> str:
         return f"raises {type(exc).__name__}"
 
 
+FRESH = pytest.StashKey[fresh.Fresh]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # before collection, which probes the backends (tests/fresh.py)
+    session.config.stash[FRESH] = fresh.start(Path(__file__).resolve().parent.parent)
+
+
+@pytest.fixture(scope="session")
+def fresh_process(pytestconfig: pytest.Config) -> fresh.Fresh:
+    """A process that imported torch before any test ran and then did nothing: one script's
+    worth, for global state a test must not change in the session (tests/fresh.py)."""
+    return pytestconfig.stash[FRESH]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if FRESH in session.config.stash:
+        session.config.stash[FRESH].close()
     path = os.environ.get("COMPAT_MATRIX_DRIFT")
     if path and _DRIFT:
         Path(path).write_text(json.dumps(_DRIFT, indent=1, sort_keys=True) + "\n")

@@ -15,10 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -43,8 +40,7 @@ from compat import (
     normalize_device,
 )
 from tests import messages
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh import Fresh
 
 # Phrases from torch's own device errors: our messages must never carry them.
 TORCH_PHRASES = ("Expected one of", "Invalid device string", "Cannot access accelerator", "NVIDIA")
@@ -724,7 +720,7 @@ def test_public_api() -> None:
     assert all(hasattr(compat, name) for name in compat.__all__)
 
 
-# --- global, irreversible state: one fresh interpreter, started early -----------------------
+# --- global, irreversible state: one fresh process, made before the session's first test ---
 
 
 SUBPROCESS = textwrap.dedent(
@@ -766,28 +762,12 @@ SUBPROCESS = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _fresh_process() -> Iterator[subprocess.Popen[str]]:
-    """Started before this module's first test, so importing torch there overlaps the tests here."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SUBPROCESS],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
-
-
 @pytest.fixture(scope="module")
-def renamed_process(_fresh_process: subprocess.Popen[str]) -> dict[str, Any]:
-    """One fresh interpreter for global, irreversible state: purity checks, set_default_device,
+def renamed_process(fresh_process: Fresh) -> dict[str, Any]:
+    """One fresh process for global, irreversible state: purity checks, set_default_device,
     then a PrivateUse1 rename."""
-    out, err = _fresh_process.communicate(timeout=120)
-    assert _fresh_process.returncode == 0, err
+    rc, out, err = fresh_process.run(SUBPROCESS, timeout_s=120)
+    assert rc == 0, err
     return dict(json.loads(out))
 
 
