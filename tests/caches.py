@@ -14,9 +14,17 @@ def compat_modules() -> dict[str, ModuleType]:
     return {k: m for k, m in list(sys.modules.items()) if k == "compat" or k.startswith("compat.")}
 
 
+def found(modules: Iterable[ModuleType]) -> list[dict[object, object]]:
+    """The memo caches of ``modules`` (compat binds each once, at import, and only empties it)."""
+    return [
+        value
+        for module in modules
+        for attr, value in vars(module).items()
+        if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict)
+    ]
+
+
 def clear(modules: Iterable[ModuleType]) -> None:
     """Empty every memo cache of ``modules``."""
-    for module in modules:
-        for attr, value in vars(module).items():
-            if attr.startswith("_") and attr.endswith("_cache") and isinstance(value, dict):
-                value.clear()
+    for cache in found(modules):
+        cache.clear()
