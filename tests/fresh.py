@@ -131,8 +131,10 @@ def _serve(cwd: Path, request: int, reply: int) -> None:
     sys.stdout, sys.stderr = out, err
     try:
         exec(compile(script, "<fresh>", "exec"), {"__name__": "__main__"})
-    except SystemExit as exc:
+    except SystemExit as exc:  # as the interpreter does: an int is the status, else 0 or 1
         rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=err)
     except BaseException:
         traceback.print_exc(file=err)
         rc = 1

@@ -40,6 +40,10 @@ def test_a_script_gives_its_status_and_both_streams(process: fresh.Fresh) -> Non
     assert process.run(script) == (3, f"{ROOT}\n", "to err\n")
 
 
+def test_an_exit_with_a_message_is_status_1_with_the_message(process: fresh.Fresh) -> None:
+    assert process.run("import sys\nsys.exit('the reason')\n") == (1, "", "the reason\n")
+
+
 def test_an_exception_is_status_1_with_its_traceback(process: fresh.Fresh) -> None:
     rc, out, err = process.run("print('before')\nraise KeyError('the key')\n")
     assert (rc, out) == (1, "before\n")
