@@ -52,9 +52,7 @@ class Fresh:
                 timeout=timeout_s,
             )
             return done.returncode, done.stdout, done.stderr
-        data = script.encode()
-        while data:
-            data = data[os.write(self._request, data) :]
+        _write_all(self._request, script.encode())
         os.close(self._request)
         reply = _read_all(self._reply, timeout_s)
         self.close(kill=reply is None)
@@ -94,6 +92,12 @@ def _read_all(fd: int, timeout_s: float | None) -> bytes | None:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a pipe takes a write in parts past its buffer)."""
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def start(cwd: Path) -> Fresh:
@@ -138,6 +142,4 @@ def _serve(cwd: Path, request: int, reply: int) -> None:
     except BaseException:
         traceback.print_exc(file=err)
         rc = 1
-    answer = json.dumps({"rc": rc, "out": out.getvalue(), "err": err.getvalue()}).encode()
-    while answer:
-        answer = answer[os.write(reply, answer) :]
+    _write_all(reply, json.dumps({"rc": rc, "out": out.getvalue(), "err": err.getvalue()}).encode())
