@@ -21,12 +21,13 @@ accelerate is imported only when this module is imported (never by ``import comp
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator
 from types import ModuleType, TracebackType
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import torch
 from torch import nn
@@ -140,17 +141,25 @@ def set_module_tensor_to_device(
     non_blocking: bool = False,
     clear_cache: bool = True,
 ) -> None:
-    """accelerate's ``set_module_tensor_to_device`` (same signature, same meaning), with every move
-    made by :func:`compat.set_module_tensor`.
+    """accelerate's ``set_module_tensor_to_device`` (same signature, same meaning, same object
+    semantics, same exceptions), with every move made by compat's moves.
 
     As in accelerate (1.2.1 to 1.15.0):
 
     * ``tensor_name`` is dotted; ``value`` (if given) replaces the tensor and must have its shape;
-      without ``value`` the tensor itself moves (a meta tensor needs a ``value`` to leave meta:
-      ValueError). Moving to ``"meta"`` drops the data (the offload hooks' ``post_forward``).
+      without ``value`` the tensor itself moves (a meta tensor needs a ``value`` to leave meta).
+      Moving to ``"meta"`` drops the data (the offload hooks' ``post_forward``).
+    * The module gets a **new** object under ``tensor_name`` in the submodule that owns it (and
+      nowhere else); the old object is left as it was, so a reference taken before the move keeps
+      its data (accelerate's offload hooks without a weights map keep ``param.to("cpu")``, the
+      very parameter on a CPU model, and move the module to meta). A tensor already where it is
+      asked to be, without ``value``, is left in place.
     * ``dtype=None`` casts ``value`` to the old tensor's dtype (as ``load_state_dict`` does); a
       given ``dtype`` (a ``torch.dtype`` or its name) casts ``value``, except integer and bool
       values; without ``value`` a ``dtype`` applies only to a move to meta.
+    * Bad input raises what the installed accelerate raises, with its message (its own function
+      is called to raise it): an unknown submodule, parameter or buffer name, a meta tensor
+      without ``value``, a ``value`` of another shape, a ``value`` that is not a tensor.
     * ``tied_params_map`` (``{data_ptr: {device: tensor}}``, built by ``dispatch_model``): a
       tensor whose storage already has a copy on ``device`` gets that copy (no new memory), and a
       new copy is recorded for the next owner. Keys are read for tensors with storage only: a meta
@@ -161,18 +170,21 @@ def set_module_tensor_to_device(
     * Returns None. bitsandbytes parameters (``Int8Params``, ``FP4Params``, ``Params4bit``), which
       quantize when they reach an accelerator, are handed to accelerate's own function.
 
-    Unlike accelerate: the parameter keeps its class (a TorchAO tensor stays one, on every TorchAO
-    release), stays an ``nn.Parameter`` with its ``requires_grad`` and Python attributes, and keeps
-    its identity when the swap is possible (optimizers and ties see the move); ``device`` goes
-    through :func:`compat.normalize_device`, so an int means the same accelerator on every torch;
-    a refused move raises :class:`compat.TensorMoveError` with the module unchanged.
+    Unlike accelerate (the fix): the new parameter keeps the old one's class (a TorchAO tensor
+    stays one, on every TorchAO release, where accelerate 1.2.1 rebuilds it from a field TorchAO
+    0.7 renamed), is an ``nn.Parameter`` with the old ``requires_grad`` (accelerate >= 1.7 stores
+    a TorchAO weight's ``.to()`` result as it is) and the old object's Python attributes (accelerate
+    keeps ``_is_hf_initialized`` only); ``device`` goes through :func:`compat.normalize_device`, so
+    an int means the same accelerator on every torch; a move the tensor's class refuses raises
+    :class:`compat.TensorMoveError` with the module unchanged.
     """
-    owner, leaf, kind, old = _params._resolve(module, tensor_name)
-    if old is None:
-        raise ValueError(
-            f"{kind} {tensor_name!r} is registered as None, so there is nothing to move; accepted: "
-            "a name whose entry holds a tensor"
+    found = _locate(module, tensor_name)
+    if found is None or _refused_input(found[3], value, device):
+        _raise_as_accelerate(
+            module, tensor_name, device, value, dtype, fp16_statistics, tied_params_map
         )
+    owner, leaf, kind, old = found
+    registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
     if type(old).__name__ in _QUANTIZING_PARAMETERS:
         extra = (non_blocking, clear_cache) if (non_blocking, clear_cache) != (False, True) else ()
         _accelerate_original()(
@@ -186,20 +198,22 @@ def set_module_tensor_to_device(
             None,
         )
         if shared is not None:
-            registry: dict[str, Any] = owner._buffers if kind == "buffer" else owner._parameters
             registry[leaf] = shared
             return
-    target = _target(device, old, kind, tensor_name, value)
-    cast = _cast_for(tensor_name, kind, old, value, wanted, target)
+    target = _target(device)
+    cast = _cast_for(kind, old, value, wanted, target)
     source = old if value is None else value
     subclass_cast = None
     if cast is not None and source.dtype != cast:
         source, subclass_cast = _cast_source(source, cast, target, non_blocking)
+    if kind == "parameter" and old.requires_grad and not _params.can_require_grad(source.dtype):
+        nn.Parameter(source.detach(), requires_grad=True)  # torch's own refusal, as accelerate's
     with torch.no_grad():  # the rules of compat.set_module_tensor, the name already resolved
         move = _params.plan_move(
             tensor_name, kind, old, source, target, subclass_cast, non_blocking
         )
-        installed = old if move is None else move.install(module)
+        # accelerate's object semantics: a new object, in this registry only, the old one intact
+        installed = old if move is None else _replacing(move).install(module, [(registry, leaf)])
     if fp16_statistics is not None and kind == "parameter":
         installed.SCB = fp16_statistics.to(target, non_blocking=non_blocking)  # type: ignore[attr-defined]
     if clear_cache and target.type not in ("cpu", "meta"):
@@ -209,25 +223,97 @@ def set_module_tensor_to_device(
         _remember_tie(tied_params_map, device, installed, (old, value))
 
 
-def _target(
-    device: int | str | torch.device,
-    old: torch.Tensor,
-    kind: _params.Kind,
+def _locate(
+    module: nn.Module, tensor_name: str
+) -> tuple[nn.Module, str, _params.Kind, torch.Tensor] | None:
+    """``(owner, leaf, kind, tensor)`` found as accelerate finds it (attributes along the dotted
+    path, then the owner's parameters, then its buffers), or None where accelerate refuses."""
+    if not isinstance(module, nn.Module) or not isinstance(tensor_name, str):
+        return None
+    *path, leaf = tensor_name.split(".")
+    owner: object = module
+    for part in path:
+        owner = getattr(owner, part, None)
+        if not isinstance(owner, nn.Module):
+            return None
+    assert isinstance(owner, nn.Module)
+    for kind, registry in (("parameter", owner._parameters), ("buffer", owner._buffers)):
+        tensor = registry.get(leaf)
+        if isinstance(tensor, torch.Tensor):
+            return owner, leaf, kind, tensor  # type: ignore[return-value]
+    return None
+
+
+def _refused_input(old: torch.Tensor, value: object, device: object) -> bool:
+    """Input accelerate refuses before it moves anything: a ``value`` that is not a tensor (its
+    shape check reads ``value.shape``), of another shape, or none to take a meta tensor off meta."""
+    if value is None:
+        return old.device.type == "meta" and not _names_meta(device)
+    return not isinstance(value, torch.Tensor) or value.shape != old.shape
+
+
+def _names_meta(device: object) -> bool:
+    return device == "meta" or (isinstance(device, torch.device) and device.type == "meta")
+
+
+def _raise_as_accelerate(
+    module: nn.Module,
     tensor_name: str,
-    value: torch.Tensor | None,
-) -> torch.device:
-    """``device`` normalized (TypeError if it names none); ValueError for a meta tensor without
-    a ``value`` to leave meta with."""
+    device: Any,
+    value: Any,
+    dtype: Any,
+    fp16_statistics: Any,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+) -> NoReturn:
+    """Raise what the installed accelerate raises for this call, with its own message: its own
+    function is called, and it refuses before it changes anything. Where accelerate would first
+    take a tied copy from ``tied_params_map`` instead (it matches meta tensors on pointer 0), or
+    should it not refuse, a ValueError says what compat refused."""
+    if not _accelerate_would_tie(tied_params_map, value, module, tensor_name, device):
+        _accelerate_original()(
+            module, tensor_name, device, value, dtype, fp16_statistics, tied_params_map
+        )
+    raise ValueError(
+        f"cannot set {tensor_name!r}: no parameter or buffer of that name holds a tensor of the "
+        "value's shape, or it is on the meta device with no value; accepted: a dotted name of a "
+        "registered tensor and, for a meta tensor, value= of its shape"
+    )
+
+
+def _accelerate_would_tie(
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+    value: Any,
+    module: nn.Module,
+    tensor_name: str,
+    device: Any,
+) -> bool:
+    """Whether accelerate's first step (a copy already in ``tied_params_map``, keyed by raw
+    ``data_ptr()``) would install something for this call before checking it."""
+    if not tied_params_map:
+        return False
+    found = _locate(module, tensor_name)
+    for source in (value, None if found is None else found[3]):
+        try:
+            key = source.data_ptr()  # type: ignore[union-attr]
+        except Exception:  # None, or no storage: accelerate's check would raise too
+            continue
+        if key in tied_params_map and device in tied_params_map[key]:
+            return True
+    return False
+
+
+def _replacing(move: _params.Move) -> _params.Move:
+    """The same move, installed as a new object instead of swapped into the old one."""
+    return dataclasses.replace(move, swappable=False)
+
+
+def _target(device: int | str | torch.device) -> torch.device:
+    """``device`` normalized; TypeError if it names none."""
     target = normalize_device(device)
     if target is None:
         raise TypeError(
             f"device must name a device; got {show(device)}; accepted: an int, a device string "
             "such as 'cpu', 'cuda:0' or 'meta', or a torch.device"
-        )
-    if old.device.type == "meta" and target.type != "meta" and value is None:
-        raise ValueError(
-            f"{kind} {tensor_name!r} is on the meta device and has no data to move to {target}; "
-            "accepted: pass value= with its real tensor"
         )
     return target
 
@@ -245,7 +331,6 @@ def _cast_source(
 
 
 def _cast_for(
-    tensor_name: str,
     kind: _params.Kind,
     old: torch.Tensor,
     value: torch.Tensor | None,
@@ -253,13 +338,11 @@ def _cast_for(
     target: torch.device,
 ) -> torch.dtype | None:
     """The dtype accelerate casts to: ``value`` to the old dtype (``dtype=None``) or to ``wanted``
-    (not an integer or bool value); without ``value``, ``wanted`` for a move to meta only. Checks
-    that ``value`` is a tensor of the old shape (TypeError, ValueError naming it)."""
+    (not an integer or bool value); without ``value``, ``wanted`` for a move to meta only."""
     if value is None:
         if wanted is not None and target.type == "meta":
             return None if old.dtype in _NEVER_CAST else wanted
         return None
-    _params.check_value(tensor_name, kind, old, value)
     if wanted is None:
         return old.dtype
     return None if value.dtype in _NEVER_CAST else wanted
