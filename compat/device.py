@@ -410,7 +410,7 @@ def available_backends() -> tuple[str, ...]:
     return tuple(found)
 
 
-def for_safetensors(device: DeviceLike) -> str | int:
+def for_safetensors(device: DeviceLike, *, check: bool = True) -> str | int:
     """The ``device=`` value for ``safetensors.torch.load_file`` / ``safe_open`` for ``device``.
 
     safetensors accepts only a ``str`` or an ``int`` (no ``torch.device``, no ``'cpu:0'``, no
@@ -423,12 +423,20 @@ def for_safetensors(device: DeviceLike) -> str | int:
     * cuda, xpu, npu, hpu, xla, mlu, musa -> ``'<type>:<index>'``;
     * a renamed PrivateUse1 backend unknown to safetensors -> the int index (torch maps ints to a
       renamed PrivateUse1 backend on every version);
-    * an index-less accelerator device is first resolved with :func:`ensure_available`.
+    * an index-less accelerator device is first resolved with :func:`ensure_available`;
+    * with ``check`` (the default), every device but cpu is first checked with
+      :func:`ensure_available`: safetensors is never handed a device it cannot use (an absent
+      backend, or an index beyond the device count), which would otherwise fail inside torch with
+      an error that names no device (torch 2.5/2.6 without a GPU: "Need to provide pin_memory
+      allocator to use pin memory."). ``check=False`` only translates (for a caller that checks
+      later or targets another machine's devices); an index-less device is still resolved.
 
     Raises:
         TypeError / ValueError: as :func:`normalize_device`; ValueError for ``meta`` and for
             device types safetensors cannot load onto.
-        DeviceUnavailableError: an index-less device whose backend is unavailable.
+        DeviceUnavailableError: with ``check``, the device is absent or its index out of range
+            (the message names it, e.g. ``'cuda:0'``); without, an index-less device whose
+            backend is unavailable.
     """
     dev = normalize_device(device)
     if dev is None:
@@ -437,12 +445,14 @@ def for_safetensors(device: DeviceLike) -> str | int:
     if type_ == "cpu":
         return "cpu"
     if type_ == "mps":
+        if check:
+            ensure_available(device)
         return "mps"
     renamed = _features.privateuse1_backend_name()
     if type_ in _SAFETENSORS_INDEXED or type_ == renamed:
         index = dev.index
-        if index is None:
-            resolved = ensure_available(dev).index
+        if index is None or check:
+            resolved = ensure_available(device).index
             assert resolved is not None  # ensure_available always returns an indexed device
             index = resolved
         return f"{type_}:{index}" if type_ in _SAFETENSORS_INDEXED else index

@@ -256,8 +256,26 @@ def test_for_safetensors_gives_a_renamed_backend_its_int_index(
     from compat import for_safetensors
 
     monkeypatch.setattr(_features, "privateuse1_backend_name", lambda: "mtia")
-    got = for_safetensors("mtia:1")
+    got = for_safetensors("mtia:1", check=False)
     assert got == 1 and type(got) is int
+    with pytest.raises(DeviceUnavailableError, match="'mtia:1'"):
+        for_safetensors("mtia:1")  # checked by default: no mtia device here
+
+
+@pytest.mark.usefixtures("fake_cuda")
+def test_for_safetensors_refuses_an_index_beyond_the_device_count() -> None:
+    """Two pretend CUDA devices: cuda:1 is handed on, cuda:2 is refused naming it, as
+    ensure_available refuses it; without the check it is translated."""
+    from compat import for_safetensors
+
+    assert for_safetensors(1) == "cuda:1"
+    with pytest.raises(DeviceUnavailableError) as info:
+        for_safetensors(torch.device("cuda", 2))
+    assert str(info.value) == (
+        "device index 2 of 'cuda:2' (from device(type='cuda', index=2) (torch.device)) is out of "
+        "range: this machine has 2 cuda device(s), so the accepted indices are 0..1"
+    )
+    assert for_safetensors("cuda:2", check=False) == "cuda:2"
 
 
 def test_for_safetensors_refusal_lists_what_it_accepts() -> None:

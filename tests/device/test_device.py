@@ -674,9 +674,31 @@ def test_for_safetensors_loads(backend: str, st_file: tuple[Path, dict[str, torc
     ids=repr,
 )
 def test_for_safetensors_mapping(value: Any, expected: str) -> None:
-    result = for_safetensors(value)
+    """The translation alone (``check=False``), the same on every machine."""
+    result = for_safetensors(value, check=False)
     assert result == expected
     assert type(result) is str
+
+
+@pytest.mark.parametrize(
+    "value", [0, "cuda:0", "cuda:7", torch.device("cuda", 1), "xpu:2", "mps", "hpu:0"], ids=repr
+)
+def test_for_safetensors_checks_the_device_by_default(value: Any) -> None:
+    """Never a device safetensors cannot use: what ensure_available refuses, for_safetensors
+    refuses with the same error (naming the device); what it accepts maps as without the check."""
+    try:
+        expected = ensure_available(value)
+    except DeviceUnavailableError as refused:
+        with pytest.raises(DeviceUnavailableError) as info:
+            for_safetensors(value)
+        assert str(info.value) == str(refused)
+        assert f"'{normalize_device(value)}" in str(info.value)
+        return
+    except ValueError:  # an int on a CPU-only build: normalize_device refuses it either way
+        with pytest.raises(ValueError, match="no accelerator"):
+            for_safetensors(value)
+        return
+    assert for_safetensors(value) == for_safetensors(expected, check=False)
 
 
 @pytest.mark.parametrize("value", ["meta", "meta:0", "ipu:0", "lazy"], ids=repr)
@@ -692,8 +714,8 @@ def test_for_safetensors_int_uses_the_rule() -> None:
         with pytest.raises(ValueError, match="no accelerator"):
             for_safetensors(0)
     else:
-        assert for_safetensors(0) == for_safetensors(f"{expected}:0")
-        assert type(for_safetensors(0)) is str
+        assert for_safetensors(0, check=False) == for_safetensors(f"{expected}:0", check=False)
+        assert type(for_safetensors(0, check=False)) is str
 
 
 def test_for_safetensors_bare_cuda_without_cuda() -> None:
@@ -752,7 +774,7 @@ SUBPROCESS = textwrap.dedent(
     out["numeric_str"] = str(compat.normalize_device("3"))
     out["str"] = str(compat.normalize_device("foo:1"))
     out["bare"] = str(compat.normalize_device("foo"))
-    out["safetensors"] = compat.for_safetensors("foo:2")
+    out["safetensors"] = compat.for_safetensors("foo:2", check=False)
     try:
         compat.for_safetensors("foo")
     except compat.DeviceUnavailableError as exc:

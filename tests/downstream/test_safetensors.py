@@ -62,3 +62,16 @@ def test_load_file_on_an_absent_int_device_through_compat(saved: Path) -> None:
     with pytest.raises(compat.DeviceUnavailableError, match="cuda:0"):
         compat.load_file(saved, device=0)
     assert torch.equal(compat.load_file(saved)["w"], torch.arange(4.0))
+
+
+@scenario("safetensors", TITLE, "compat", LINK)
+def test_safetensors_load_file_given_for_safetensors_through_compat(saved: Path) -> None:
+    """safetensors' own load_file, handed ``compat.for_safetensors(0)``: refused before
+    safetensors sees it, naming the device (torch 2.5/2.6 used to fail inside safetensors with
+    "Need to provide pin_memory allocator to use pin memory.")."""
+    from safetensors.torch import load_file
+
+    with pytest.raises(compat.DeviceUnavailableError, match="'cuda:0'"):
+        load_file(saved, device=compat.for_safetensors(0))
+    assert compat.for_safetensors(0, check=False) == "cuda:0"
+    assert torch.equal(load_file(saved, device=compat.for_safetensors("cpu"))["w"], torch.arange(4.0))
