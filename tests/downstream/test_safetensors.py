@@ -74,4 +74,6 @@ def test_safetensors_load_file_given_for_safetensors_through_compat(saved: Path)
     with pytest.raises(compat.DeviceUnavailableError, match="'cuda:0'"):
         load_file(saved, device=compat.for_safetensors(0))
     assert compat.for_safetensors(0, check=False) == "cuda:0"
-    assert torch.equal(load_file(saved, device=compat.for_safetensors("cpu"))["w"], torch.arange(4.0))
+    assert torch.equal(
+        load_file(saved, device=compat.for_safetensors("cpu"))["w"], torch.arange(4.0)
+    )
