@@ -22,7 +22,7 @@ from compat.meta import (
     module_devices,
 )
 from compat.params import TensorMoveError, set_module_tensor, tied_parameters
-from compat.saving import dedup_for_save, load_file, restore_aliases, save_file
+from compat.saving import dedup_for_save, load, load_file, restore_aliases, save, save_file
 from compat.sharing import find_identical_tensors, find_overlapping_tensors, find_shared_tensors
 
 __all__ = [
@@ -40,12 +40,14 @@ __all__ = [
     "for_safetensors",
     "init_on_device",
     "is_meta_module",
+    "load",
     "load_file",
     "materialize",
     "meta_init_active",
     "module_devices",
     "normalize_device",
     "restore_aliases",
+    "save",
     "save_file",
     "set_module_tensor",
     "tied_parameters",

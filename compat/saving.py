@@ -4,20 +4,30 @@ safetensors refuses two tensors that share memory and can express no aliasing in
 its own ``save_model`` keeps one name per storage and may drop data (``docs/upstream-bugs.md``).
 :func:`dedup_for_save` turns any state dict into tensors safetensors accepts plus a record of
 every name it left out (:mod:`compat._record`), :func:`restore_aliases` rebuilds them with their
-sharing, and :func:`save_file` / :func:`load_file` do both around a file. What is accepted is the
-table in :mod:`compat.sharing`; wrapper subclasses and data-less (meta, fake) tensors are refused.
+sharing, and :func:`save_file` / :func:`load_file` (a file) and :func:`save` / :func:`load` (bytes)
+do both, with ``safetensors.torch``'s parameters. What is accepted is the table in
+:mod:`compat.sharing`; wrapper subclasses and data-less (meta, fake) tensors are refused.
+
+Where compat records nothing (every name is saved as itself) the file is the one
+``safetensors.torch.save_file`` writes for the same tensors, byte for byte. Input both refuse
+raises an exception that is an instance of safetensors' class for it too (:class:`SaveInputError`,
+:class:`UnsavableTensorError`, :class:`NoDataError`). compat calls safetensors' own functions
+through :mod:`compat._safetensors`, never through the names a patch may have replaced.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from compat import _record, _save_plan
-from compat._messages import show
+from compat import _record, _safetensors, _save_plan
+from compat._messages import show, type_name
 from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX
 from compat._save_plan import BaseStep, SavePlan
 from compat._storage import Leaves, collect
@@ -30,11 +40,33 @@ if TYPE_CHECKING:
 __all__ = [
     "BASE_PREFIX",
     "METADATA_KEY",
+    "NoDataError",
+    "SaveInputError",
+    "UnsavableTensorError",
     "dedup_for_save",
+    "load",
     "load_file",
     "restore_aliases",
+    "save",
     "save_file",
 ]
+
+
+class SaveInputError(TypeError, ValueError):
+    """What is handed to a save function is not what it accepts: not a mapping, a value that is
+    not a tensor, a sparse, mkldnn or jagged tensor (compat: TypeError), or ``metadata`` that is
+    not a mapping of str -> str (compat: ValueError). safetensors raises ValueError for the first
+    kinds and TypeError for the last: this is both. The message names the key or entry."""
+
+
+class UnsavableTensorError(TypeError, RuntimeError):
+    """A tensor whose data is no strided storage of its own (a wrapper subclass such as TorchAO's
+    or DTensor, a nested tensor): compat's TypeError, and safetensors' RuntimeError for it."""
+
+
+class NoDataError(ValueError, NotImplementedError):
+    """A meta or fake tensor, which has no bytes to save: compat's ValueError, and the
+    NotImplementedError (a RuntimeError) safetensors raises for it."""
 
 
 def _byte_view(
@@ -161,6 +193,9 @@ class _Writer:
         return out
 
     def result(self) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+        if not (self.aliases or self.views or self.bases or self.empty):
+            # nothing recorded (every name saved as itself): no record, a plain safetensors file
+            return dict(sorted(self.to_save.items())), {}
         view_base = self.view_base
         holder = {name: view_base.get(target, target) for name, target in self.aliases.items()}
         holder.update(view_base)
@@ -181,7 +216,8 @@ def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def _with_data(leaves: Leaves) -> list[torch.Tensor]:
-    """The leaves detached, ZeroTensors resolved to zeros; ValueError for a tensor without data."""
+    """The leaves detached, ZeroTensors resolved to zeros; NoDataError for a tensor without
+    data."""
     tensors = [t.detach() if t.requires_grad else t for t in leaves.tensors]
     for leaf in leaves.zeros:  # each has a storage entry of its own: point it at real zeros
         t = tensors[leaf]
@@ -193,12 +229,36 @@ def _with_data(leaves: Leaves) -> list[torch.Tensor]:
     for leaf, t in enumerate(tensors):
         sid = leaves.storage[leaf]
         if leaves.st_device[sid].type == "meta" or (leaves.st_ptr[sid] == 0 and t.numel()):
-            raise ValueError(
+            raise NoDataError(
                 f"key {leaves.where(leaf)!r} is a {t.device.type} tensor with no data (meta or "
                 "fake); there are no bytes to save. Accepted: tensors with data (materialize it "
                 "first, e.g. with to_empty() and load real values)"
             )
     return tensors
+
+
+def _collect_for_save(tensors: Mapping[str, torch.Tensor]) -> Leaves:
+    """:func:`compat._storage.collect` without subclasses; its TypeError raised as the class that
+    safetensors' refusal of the same input is an instance of too (its message kept)."""
+    try:
+        return collect(tensors, allow_subclasses=False)
+    except TypeError as exc:
+        error = _refusal_class(tensors)(*exc.args)
+        raise error from exc.__cause__
+
+
+def _refusal_class(tensors: object) -> type[TypeError]:
+    """The TypeError subclass for a state dict that compat refuses, by the check safetensors
+    makes first: not a mapping, a value that is no tensor or not strided (ValueError), a wrapper
+    subclass or a nested tensor (RuntimeError), else (a key that is no str) TypeError alone."""
+    if not isinstance(tensors, Mapping):
+        return SaveInputError
+    values = list(tensors.values())
+    if any(not isinstance(v, torch.Tensor) or v.layout is not torch.strided for v in values):
+        return SaveInputError
+    if any(v.is_nested or is_traceable_wrapper_subclass(v) for v in values):
+        return UnsavableTensorError
+    return TypeError
 
 
 def _preference(preferred: Iterable[str]) -> dict[str, int]:
@@ -228,7 +288,15 @@ def dedup_for_save(
     (nothing is copied for a tensor that is already contiguous) and live on the input's devices.
     For every name left out, ``metadata[name]`` is the saved name holding its bytes (safetensors'
     own ``save_model`` convention), and ``metadata["__compat_sharing__"]`` holds the JSON record
-    (:mod:`compat._record`) that :func:`restore_aliases` uses to rebuild it exactly:
+    (:mod:`compat._record`) that :func:`restore_aliases` uses to rebuild it exactly.
+
+    When there is nothing to record (every input name is saved as itself: no alias, view, base,
+    recorded empty tensor or quantizer), ``metadata`` is ``{}``, without the record key, and
+    ``to_save`` has exactly the input's names: a plain safetensors file, which
+    :func:`restore_aliases` returns as it is. A non-contiguous tensor that shares nothing is
+    then saved as its contiguous copy (same values; only the layout differs on load).
+
+    What is recorded:
 
     * a group of true aliases (see :func:`compat.find_identical_tensors`) keeps one name: the
       first of ``preferred`` in the group, else the smallest; the others point to it;
@@ -264,12 +332,17 @@ def dedup_for_save(
 
     Raises:
         TypeError: as :func:`compat.find_overlapping_tensors`; also for a wrapper subclass (its
-            Python context cannot be stored), naming the key.
-        ValueError: a meta or fake tensor (no data to save), a name using a reserved prefix
+            Python context cannot be stored), naming the key. Where safetensors refuses the
+            same input with another class it is an instance of that class too:
+            :class:`SaveInputError` (also a ValueError: not a mapping, a value that is not a
+            tensor, a sparse, mkldnn or jagged tensor), :class:`UnsavableTensorError` (also a
+            RuntimeError: a wrapper subclass, a nested tensor).
+        ValueError: a meta or fake tensor (no data to save: :class:`NoDataError`, also a
+            NotImplementedError as in safetensors), a name using a reserved prefix
             (``__alias_base__/``, ``__qparams__/``) or the metadata key ``__compat_sharing__``,
             or a non-str entry in ``preferred``; the message names it.
     """
-    leaves = collect(tensors, allow_subclasses=False)
+    leaves = _collect_for_save(tensors)
     for name in leaves.names:
         if _record.is_reserved(name):
             raise ValueError(
@@ -292,8 +365,9 @@ def restore_aliases(
     negative bits re-applied; quantized views rebuilt with their quantizer over the same bytes),
     so names that shared memory before share it again. Reserved ``__alias_base__/<i>`` and
     ``__qparams__/<digest>`` tensors are not returned. Without a ``__compat_sharing__`` record (a
-    file not written by this module) the tensors are returned unchanged, unless one has a reserved
-    name (then the record was lost: ValueError). Reads records of format
+    file written by safetensors itself, or one in which this module recorded nothing) the tensors
+    are returned unchanged, unless one has a reserved name (then the record was lost:
+    ValueError). Reads records of format
     versions 1 and 2. The result is sorted by name.
 
     The record is validated against ``tensors`` before anything is built (see
@@ -363,61 +437,192 @@ def _place(
     return storage, pad
 
 
+# --- files and bytes, with safetensors.torch's parameters ----------------------------------------
+
+
+def _collision(key: str) -> str:
+    return (
+        f"metadata key {key!r} collides with the alias record (removed tensor names and "
+        f"{METADATA_KEY!r}); accepted: any other key"
+    )
+
+
+def _user_metadata(metadata: object) -> dict[str, str] | None:
+    """``metadata`` checked: None, or a mapping of str -> str without the record's key."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise SaveInputError(
+            f"metadata {show(metadata)} is not a mapping; accepted: a dict of str -> str, or None"
+        )
+    out: dict[str, str] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SaveInputError(
+                f"metadata entry {show(key)}: {show(value)} is not str -> str; "
+                "accepted: str keys and str values only"
+            )
+        if key == METADATA_KEY:
+            raise ValueError(_collision(key))
+        out[key] = value
+    return out
+
+
+def _prepared(
+    tensors: Mapping[str, torch.Tensor], metadata: object, preferred: Iterable[str]
+) -> tuple[dict[str, torch.Tensor], dict[str, str] | None]:
+    """The tensors and the metadata to hand to safetensors: the user's metadata as given where
+    nothing is recorded, else merged with the record. Tensors are checked before metadata, as
+    safetensors checks them."""
+    to_save, record = dedup_for_save(tensors, preferred=preferred)
+    user = _user_metadata(metadata)
+    if not record:
+        return to_save, user
+    merged = dict(record)
+    for key, value in (user or {}).items():
+        if key in merged:
+            raise ValueError(_collision(key))
+        merged[key] = value
+    return to_save, merged
+
+
 def save_file(
     tensors: Mapping[str, torch.Tensor],
-    path: str | os.PathLike[str],
+    filename: str | os.PathLike[str],
     metadata: Mapping[str, str] | None = None,
     *,
     preferred: Sequence[str] = (),
 ) -> None:
-    """Write ``tensors`` to a safetensors file, losslessly, whatever they share.
+    """Write ``tensors`` to the safetensors file ``filename``, losslessly, whatever they share.
 
-    :func:`dedup_for_save` then ``safetensors.torch.save_file``; ``metadata`` (str -> str) is
-    stored beside the alias record. Read it back with :func:`load_file`. A plain
+    ``safetensors.torch.save_file``'s parameters and format: :func:`dedup_for_save` decides what
+    is written, and ``metadata`` (str -> str, or None) is written beside the alias record. Where
+    nothing is recorded the file is byte for byte what ``safetensors.torch.save_file(tensors,
+    filename, metadata)`` writes (None writes no metadata, ``{}`` an empty one), up to the order
+    of the metadata entries, which safetensors itself writes in no fixed order. Unlike
+    safetensors it also saves tensors that share memory and non-contiguous tensors (as their
+    contiguous copies). Read it back with :func:`load_file`; a plain
     ``safetensors.torch.load_file`` of the file returns the kept names.
 
     Raises:
-        TypeError / ValueError: as :func:`dedup_for_save`; ValueError when a ``metadata`` key is
-            not a str -> str pair or collides with a name the alias record uses.
+        TypeError / ValueError: as :func:`dedup_for_save`; :class:`SaveInputError` (a
+            ValueError, and the TypeError safetensors raises) when ``metadata`` is not a
+            mapping of str -> str; ValueError when a ``metadata`` key collides with a name the
+            alias record uses (``__compat_sharing__``, a removed tensor's name).
     """
-    import safetensors.torch
-
-    to_save, alias_meta = dedup_for_save(tensors, preferred=preferred)
-    merged = dict(alias_meta)
-    for key, value in (metadata or {}).items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValueError(
-                f"metadata entry {show(key)}: {show(value)} is not str -> str; "
-                "accepted: str keys and str values only"
-            )
-        if key in merged:
-            raise ValueError(
-                f"metadata key {key!r} collides with the alias record (removed tensor names and "
-                f"{METADATA_KEY!r}); accepted: any other key"
-            )
-        merged[key] = value
-    safetensors.torch.save_file(to_save, path, metadata=merged)
+    if _safetensors.reentered():  # safetensors' own save_file led back here: be it
+        _safetensors.pristine("save_file")(tensors, filename, metadata=metadata)
+        return
+    to_save, merged = _prepared(tensors, metadata, preferred)
+    _safetensors.call("save_file", to_save, filename, metadata=merged)
 
 
-def load_file(path: str | os.PathLike[str], device: DeviceLike = "cpu") -> dict[str, torch.Tensor]:
-    """Read a file written by :func:`save_file` and rebuild every name with its aliasing.
+def save(
+    tensors: Mapping[str, torch.Tensor],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    preferred: Sequence[str] = (),
+) -> bytes:
+    """The bytes of the safetensors file :func:`save_file` would write (``safetensors.torch.save``'s
+    parameters); read them back with :func:`load`. Byte for byte ``safetensors.torch.save``'s
+    where nothing is recorded, as for :func:`save_file`.
 
-    ``device`` is anything :func:`compat.normalize_device` accepts; it is checked with
+    Raises:
+        TypeError / ValueError: as :func:`save_file`.
+    """
+    if _safetensors.reentered():
+        return bytes(_safetensors.pristine("save")(tensors, metadata=metadata))
+    to_save, merged = _prepared(tensors, metadata, preferred)
+    return bytes(_safetensors.call("save", to_save, metadata=merged))
+
+
+_backend_cache: dict[object, bool] = {}  # safe_open -> whether it has a backend parameter
+
+
+def _backend_options(safe_open: Callable[..., Any], backend: str | None) -> dict[str, str]:
+    """``{"backend": backend}`` for ``safe_open``, ``{}`` for None; TypeError where the installed
+    safetensors' ``safe_open`` has no such parameter."""
+    if backend is None:
+        return {}
+    takes = _backend_cache.get(safe_open)
+    if takes is None:
+        try:
+            parameters = inspect.signature(safe_open).parameters.values()
+        except (TypeError, ValueError):  # no signature to read: safetensors decides
+            takes = True
+        else:
+            takes = any(p.name == "backend" or p.kind is p.VAR_KEYWORD for p in parameters)
+        _backend_cache[safe_open] = takes
+    if not takes:
+        import safetensors
+
+        version = getattr(safetensors, "__version__", "unknown")
+        raise TypeError(
+            f"backend={show(backend)}: the installed safetensors {version}'s safe_open has no "
+            "backend parameter; accepted: backend=None (its one reader), or a safetensors whose "
+            f"safe_open takes backend= ({type_name(safe_open)} here)"
+        )
+    return {"backend": backend}
+
+
+def load_file(
+    filename: str | os.PathLike[str], device: DeviceLike = "cpu", *, backend: str | None = None
+) -> dict[str, torch.Tensor]:
+    """Read a safetensors file and rebuild every name :func:`save_file` recorded, with its aliasing.
+
+    ``safetensors.torch.load_file``'s parameters: ``backend`` (``"mmap"``, ``"pread"``, ...) is
+    handed to ``safe_open`` when given, else safetensors' default reader is used. ``device`` is
+    anything :func:`compat.normalize_device` accepts; it is checked with
     :func:`compat.ensure_available` before the file is opened, so an absent device of any form
     (``"cuda:0"``, ``"cuda"``, ``0``, ``torch.device("cuda", 0)``) raises
-    :class:`compat.DeviceUnavailableError` naming it, on every torch version. A safetensors file
-    written by anything else loads as it would with ``safetensors.torch.load_file``.
+    :class:`compat.DeviceUnavailableError` naming it, on every torch version. A file without an
+    alias record (written by safetensors, or by :func:`save_file` with nothing to record) loads
+    as ``safetensors.torch.load_file`` loads it.
 
     Raises:
         TypeError / ValueError: a bad ``device`` (as :func:`compat.normalize_device`; ValueError for
-            ``meta`` and types safetensors cannot load onto), or a record that fails validation
-            (as :func:`restore_aliases`).
+            ``meta`` and types safetensors cannot load onto), a record that fails validation
+            (as :func:`restore_aliases`), or a ``backend`` the installed safetensors has no
+            parameter for (TypeError naming it); what ``safe_open`` raises for the file or an
+            unknown backend.
         DeviceUnavailableError: the device is absent on this machine.
     """
     from safetensors import safe_open
 
     target = for_safetensors(ensure_available("cpu" if device is None else device))
-    with safe_open(path, framework="pt", device=target) as handle:
+    options = _backend_options(safe_open, backend)
+    with safe_open(filename, framework="pt", device=target, **options) as handle:
         metadata = handle.metadata()
         loaded = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
     return restore_aliases(loaded, metadata)
+
+
+def _header_metadata(data: bytes) -> dict[str, str] | None:
+    """The ``__metadata__`` of safetensors bytes that safetensors has read (so well-formed): an
+    8-byte little-endian header length, then the header's JSON."""
+    view = memoryview(data)
+    size = int.from_bytes(view[:8], "little")
+    metadata: dict[str, str] | None = json.loads(bytes(view[8 : 8 + size])).get("__metadata__")
+    return metadata
+
+
+def load(data: bytes) -> dict[str, torch.Tensor]:
+    """The tensors of safetensors bytes (from :func:`save`, or any safetensors writer), on the
+    cpu, every name :func:`save` recorded rebuilt with its aliasing (``safetensors.torch.load``'s
+    parameter). Bytes without an alias record load as ``safetensors.torch.load`` loads them.
+
+    Raises:
+        ValueError: a record that fails validation (as :func:`restore_aliases`); what
+            ``safetensors.torch.load`` raises for bytes that are no safetensors file.
+    """
+    if _safetensors.reentered():
+        loaded: dict[str, torch.Tensor] = _safetensors.pristine("load")(data)
+        return loaded
+    loaded = _safetensors.call("load", data)
+    return restore_aliases(loaded, _header_metadata(data))
+
+
+_safetensors.mark_ours("save_file", save_file)
+_safetensors.mark_ours("load_file", load_file)
+_safetensors.mark_ours("save", save)
+_safetensors.mark_ours("load", load)

@@ -110,5 +110,7 @@ def save_and_restore(
     assert set(loaded) == set(to_save)
     for name in set(loaded) & set(tensors):
         assert oracle.values(loaded[name]) == oracle.values(tensors[name]), name
-    assert METADATA_KEY in metadata
+    # a record exactly when a name is not saved as itself; without one, no metadata at all
+    assert (METADATA_KEY in metadata) == (set(to_save) != set(tensors))
+    assert METADATA_KEY in metadata or metadata == {}
     return to_save, metadata, compat.restore_aliases(loaded, metadata)

@@ -20,6 +20,12 @@ Sections, in order:
   (the first of ``preferred``, else the smallest), as written in the alias record. The finders on
   wrapper subclasses next to other groups, with empty inner tensors, and on packed sub-byte
   quantized tensors (their footprint is ``ceil(numel * bits / 8)`` bytes).
+* **safetensors.torch's parameters and format.** A state dict with nothing to record (every name
+  saved as itself, contiguous or not) gives the file and the bytes safetensors gives, with and
+  without metadata (hypothesis); ``save`` / ``load`` bring every name back with its sharing, and
+  ``load_file`` does through the ``pread`` backend; a backend ``safe_open`` refuses raises its
+  error, one it has no parameter for is refused by name. Input both refuse raises an instance of
+  the class safetensors' own function raises for it (the oracle) and of compat's own.
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import safetensors.torch
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from safetensors import safe_open
 from torch.testing._internal.two_tensor import TwoTensor
 
@@ -40,6 +49,7 @@ from compat import _save_plan
 from compat._storage import collect
 from compat.saving import METADATA_KEY
 from tests import oracle, roundtrip
+from tests.strategies import NAME_ALPHABET, base_tensor, cases
 
 # === The plan =====================================================================================
 
@@ -700,3 +710,238 @@ def test_a_copied_contiguous_base_keeps_the_strides_it_was_handed_in() -> None:
     assert not same_storage(out["rows"], handed)  # copied: byte 3 is not 16-byte aligned
     assert same_storage(out["rows"], out["words"])
     assert_restored(out, sd)
+
+
+# === safetensors.torch's parameters and format ====================================================
+
+# what compat saves as itself (every other dtype is recorded as a view of bytes)
+WRITTEN_AS_ITSELF = sorted(_save_plan.SAVABLE, key=str)
+
+
+@st.composite
+def plain_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
+    """0-4 names, each a tensor alone in its storage (a fresh one, a slice, a strided slice or a
+    transpose of one: contiguous or not), of a dtype compat saves as itself, 0-d and empty
+    shapes included, with random raw bytes: nothing for compat to record."""
+    names = draw(st.lists(st.text(NAME_ALPHABET, min_size=1, max_size=6), max_size=4, unique=True))
+    out: dict[str, torch.Tensor] = {}
+    for name in names:
+        dtype = draw(st.sampled_from(WRITTEN_AS_ITSELF))
+        shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+        t = base_tensor(dtype, shape, draw(st.integers(0, 2**31 - 1)), "cpu")
+        how = draw(st.sampled_from(["fresh", "slice", "step", "transpose"]))
+        if t.dim() and how == "slice":
+            t = t[draw(st.integers(0, shape[0])) :]
+        elif t.dim() and how == "step":
+            t = t[:: draw(st.integers(2, 3))]
+        elif t.dim() >= 2 and how == "transpose":
+            t = t.transpose(0, -1)
+        out[name] = t
+    return out
+
+
+metadatas = st.one_of(
+    st.none(), st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3)
+)
+
+
+def assert_same_bytes(ours: bytes, theirs: bytes, metadata: dict[str, str] | None) -> None:
+    """Byte for byte; with two metadata entries or more, up to their order, which safetensors
+    itself writes in no fixed order (two of its own saves of one input differ there)."""
+    if metadata is None or len(metadata) < 2:
+        assert ours == theirs
+        return
+    size = int.from_bytes(theirs[:8], "little")
+    assert ours[:8] == theirs[:8]
+    assert json.loads(ours[8 : 8 + size]) == json.loads(theirs[8 : 8 + size])
+    assert ours[8 + size :] == theirs[8 + size :]
+
+
+def assert_same_tensors(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    assert sorted(got) == sorted(want)
+    for name, t in want.items():
+        assert (got[name].dtype, got[name].shape) == (t.dtype, t.shape), name
+        assert oracle.raw_bytes(got[name]) == oracle.raw_bytes(t), name
+
+
+@pytest.mark.examples(150)
+@roundtrip.hyp
+@given(sd=plain_state_dicts(), metadata=metadatas)
+def test_a_state_dict_with_nothing_to_record_is_written_as_safetensors_writes_it(
+    tmp_path_factory: pytest.TempPathFactory,
+    sd: dict[str, torch.Tensor],
+    metadata: dict[str, str] | None,
+) -> None:
+    """Files and bytes, with and without metadata (None stays None): no record key, the user's
+    metadata as given, a non-contiguous tensor as safetensors writes its contiguous copy."""
+    to_save, record = compat.dedup_for_save(sd)
+    assert record == {} and sorted(to_save) == sorted(sd)
+    dense = {name: t.contiguous() for name, t in sd.items()}
+    theirs = safetensors.torch.save(dense, metadata=metadata)
+    assert_same_bytes(compat.save(sd, metadata), theirs, metadata)
+    folder = tmp_path_factory.mktemp("plain")
+    safetensors.torch.save_file(dense, folder / "theirs.safetensors", metadata=metadata)
+    compat.save_file(sd, folder / "ours.safetensors", metadata=metadata)
+    ours = (folder / "ours.safetensors").read_bytes()
+    assert_same_bytes(ours, (folder / "theirs.safetensors").read_bytes(), metadata)
+    if not sd and metadata == {}:
+        return  # safetensors 0.8.0 writes '{},"__metadata__":{}}' here, which it cannot read
+    with safe_open(folder / "ours.safetensors", framework="pt") as handle:
+        assert handle.metadata() == metadata
+    assert_same_tensors(compat.load(theirs), dense)
+    assert_same_tensors(compat.load_file(folder / "theirs.safetensors"), dense)
+
+
+@pytest.mark.examples(100)
+@roundtrip.hyp
+@given(data=st.data())
+def test_save_and_load_bring_back_every_name_with_its_sharing(data: st.DataObject) -> None:
+    case = data.draw(cases("cpu"), label="case")
+    blob = compat.save(case.tensors)
+    roundtrip.assert_round_trip(case.tensors, compat.load(blob), case.origins)
+
+
+@pytest.mark.examples(50)
+@roundtrip.hyp
+@given(data=st.data())
+def test_load_file_reads_through_the_pread_backend(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    case = data.draw(cases("cpu"), label="case")
+    path = tmp_path_factory.mktemp("pread") / "views.safetensors"
+    compat.save_file(case.tensors, path)
+    restored = compat.load_file(path, backend="pread")
+    roundtrip.assert_round_trip(case.tensors, restored, case.origins)
+
+
+def test_a_backend_safetensors_does_not_know_raises_what_safe_open_raises(tmp_path: Path) -> None:
+    path = tmp_path / "w.safetensors"
+    compat.save_file({"w": torch.ones(2)}, path)
+    with pytest.raises(Exception) as theirs:
+        safetensors.torch.load_file(path, backend="nope")
+    with pytest.raises(type(theirs.value)) as ours:
+        compat.load_file(path, backend="nope")
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_a_backend_the_installed_safe_open_has_no_parameter_for_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A safetensors whose ``safe_open`` takes no ``backend`` (older releases): the default
+    reader still works, a backend is refused before the file is opened."""
+    import safetensors
+
+    real = safetensors.safe_open
+
+    def safe_open_without_backend(filename: Any, framework: str, device: Any = "cpu") -> Any:
+        return real(filename, framework=framework, device=device)
+
+    monkeypatch.setattr(safetensors, "safe_open", safe_open_without_backend)
+    path = tmp_path / "w.safetensors"
+    compat.save_file({"w": torch.ones(2)}, path)
+    assert torch.equal(compat.load_file(path)["w"], torch.ones(2))
+    with pytest.raises(TypeError) as info:
+        compat.load_file(path, backend="pread")
+    assert str(info.value) == (
+        f"backend='pread' (str): the installed safetensors {safetensors.__version__}'s safe_open "
+        "has no backend parameter; accepted: backend=None (its one reader), or a safetensors "
+        "whose safe_open takes backend= (function here)"
+    )
+
+
+def _nested(layout: torch.layout) -> torch.Tensor:
+    return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=layout)
+
+
+def _ones() -> torch.Tensor:
+    return torch.ones(2)
+
+
+# name -> (a function making (tensors, metadata), compat's documented class, what the message names)
+BAD_INPUTS: dict[str, tuple[Callable[[], tuple[Any, Any]], type[Exception], str]] = {
+    "a str": (lambda: ("notadict", None), TypeError, "got str"),
+    "a list": (lambda: ([_ones()], None), TypeError, "got list"),
+    "an int value": (lambda: ({"w": _ones(), "a": 1}, None), TypeError, "key 'a'"),
+    "a dict value": (lambda: ({"a": {"some": "thing"}}, None), TypeError, "key 'a'"),
+    "a sparse tensor": (lambda: ({"a": _ones().diag().to_sparse()}, None), TypeError, "key 'a'"),
+    "a sparse csr tensor": (
+        lambda: ({"a": _ones().diag().to_sparse_csr()}, None),
+        TypeError,
+        "key 'a'",
+    ),
+    "a jagged nested tensor": (lambda: ({"a": _nested(torch.jagged)}, None), TypeError, "key 'a'"),
+    "a strided nested tensor": (
+        lambda: ({"a": _nested(torch.strided)}, None),
+        TypeError,
+        "key 'a'",
+    ),
+    "a wrapper subclass": (lambda: ({"a": TwoTensor(_ones(), _ones())}, None), TypeError, "'a'"),
+    "a meta tensor": (
+        lambda: ({"w": _ones(), "a": torch.empty(2, device="meta")}, None),
+        ValueError,
+        "key 'a'",
+    ),
+    "an empty meta tensor": (
+        lambda: ({"a": torch.empty(0, device="meta")}, None),
+        ValueError,
+        "key 'a'",
+    ),
+    "an int key": (lambda: ({1: _ones()}, None), TypeError, "key 1 (int)"),
+    "metadata of a str": (lambda: ({"w": _ones()}, "k"), ValueError, "'k' (str)"),
+    "metadata with an int value": (
+        lambda: ({"w": _ones()}, {"k": 1}),
+        ValueError,
+        "'k' (str): 1 (int)",
+    ),
+    "metadata with an int key": (
+        lambda: ({"w": _ones()}, {1: "v"}),
+        ValueError,
+        "1 (int): 'v' (str)",
+    ),
+    "metadata with a None value": (
+        lambda: ({"w": _ones()}, {"k": None}),
+        ValueError,
+        "'k' (str): None (NoneType)",
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*(beta state|prototype stage|TypedStorage is deprecated)")
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_input_both_refuse_raises_an_instance_of_safetensors_class_and_of_compats(
+    tmp_path: Path, case: str
+) -> None:
+    """The oracle is safetensors' own function on the same input; compat's exception is also
+    of the class compat documents, and its message names the bad key or entry."""
+    make, documented, named = BAD_INPUTS[case]
+    tensors, metadata = make()
+    with pytest.raises(Exception) as theirs:
+        safetensors.torch.save(tensors, metadata=metadata)
+    for call in (
+        lambda: compat.save(tensors, metadata),
+        lambda: compat.save_file(tensors, tmp_path / "out.safetensors", metadata),
+    ):
+        with pytest.raises(type(theirs.value)) as ours:
+            call()
+        assert isinstance(ours.value, documented), case
+        assert named in str(ours.value), case
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_metadata_may_not_use_the_record_key_even_with_nothing_to_record() -> None:
+    with pytest.raises(ValueError) as info:
+        compat.save({"w": _ones()}, {METADATA_KEY: "{}"})
+    assert str(info.value) == (
+        f"metadata key {METADATA_KEY!r} collides with the alias record (removed tensor names and "
+        f"{METADATA_KEY!r}); accepted: any other key"
+    )
+
+
+def test_a_plain_file_loads_as_safetensors_loads_it_and_restore_aliases_returns_it() -> None:
+    sd = {"b": torch.arange(3.0), "a": torch.arange(4, dtype=torch.int32)}
+    blob = safetensors.torch.save(sd)
+    assert_same_tensors(compat.load(blob), safetensors.torch.load(blob))
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert metadata == {}
+    assert compat.restore_aliases(to_save, metadata) == dict(sorted(sd.items()))
+    assert compat.restore_aliases(to_save, None) == dict(sorted(sd.items()))
