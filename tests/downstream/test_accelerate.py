@@ -121,6 +121,66 @@ def test_checkpoint_into_a_quantized_meta_model_through_compat(tmp_path: Path) -
         checkpoint(tmp_path)
 
 
+# --- accelerate's own behaviour, kept through the patch (its own tests pin it too) ---------------
+
+HOOK = "an offload hook without a weights map, twice, on a CPU model"
+SHAPE = "set_module_tensor_to_device refuses a value of another shape"
+OWN_TESTS = "https://github.com/huggingface/accelerate/blob/main/tests/test_hooks.py"
+
+
+def offload_hook_twice() -> None:
+    """accelerate's ``AlignDevicesHook(offload=True)`` without a weights map keeps each
+    ``param.to("cpu")`` (the very parameter on a CPU model), moves the module to meta, and loads
+    the kept tensors back for each forward: the outputs stay the model's."""
+    from accelerate.hooks import AlignDevicesHook, add_hook_to_module, remove_hook_from_module
+
+    torch.manual_seed(models.SEED)
+    model = models.mlp()
+    x = models.mlp_input()
+    with torch.no_grad():
+        expected = model(x)
+        hook = AlignDevicesHook(execution_device="cpu", offload=True, place_submodules=True)
+        add_hook_to_module(model, hook)
+        assert compat.is_meta_module(model)
+        assert torch.equal(model(x), expected)
+        assert torch.equal(model(x), expected)
+        remove_hook_from_module(model)
+        assert torch.equal(model(x), expected)
+
+
+@scenario("accelerate", HOOK, "alone", OWN_TESTS)
+def test_offload_hook_without_weights_map_alone() -> None:
+    offload_hook_twice()
+
+
+@scenario("accelerate", HOOK, "compat", OWN_TESTS)
+def test_offload_hook_without_weights_map_through_compat() -> None:
+    with compat_accelerate.patch():
+        offload_hook_twice()
+
+
+def shape_refusal() -> tuple[type[BaseException], str]:
+    from accelerate.utils import set_module_tensor_to_device
+
+    model = models.mlp()
+    with pytest.raises(ValueError) as caught:
+        set_module_tensor_to_device(model, "0.weight", "cpu", value=torch.zeros(2, 2))
+    assert "0.weight" not in str(caught.value)  # accelerate names the leaf: "weight"
+    return type(caught.value), str(caught.value)
+
+
+@scenario("accelerate", SHAPE, "alone", OWN_TESTS)
+def test_shape_refusal_alone() -> None:
+    shape_refusal()
+
+
+@scenario("accelerate", SHAPE, "compat", OWN_TESTS)
+def test_shape_refusal_through_compat() -> None:
+    alone = shape_refusal()
+    with compat_accelerate.patch():
+        assert shape_refusal() == alone
+
+
 # --- set_module_tensor_to_device: accelerate's meaning, on plain tensors ------------------------
 
 
