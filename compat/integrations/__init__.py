@@ -6,6 +6,11 @@ when the module itself is imported: ``import compat`` never imports any of them.
 - :mod:`compat.integrations.accelerate`: ``set_module_tensor_to_device`` with accelerate's
   signature and meaning, built on :func:`compat.set_module_tensor`, and ``patch()``, which routes
   accelerate's own hooks, offload and dispatch paths through it.
+- :mod:`compat.integrations.safetensors`: ``save_file``, ``load_file``, ``save`` and ``load`` with
+  ``safetensors.torch``'s signatures, built on :mod:`compat.saving` (shared and non-contiguous
+  tensors saved, the sharing brought back; safetensors' own file and exceptions otherwise), and
+  ``patch()``, which puts them in ``safetensors.torch`` (so its ``save_model`` / ``load_model``
+  use them too). compat itself always reaches safetensors' own functions, patched or not.
 """
 
 __all__: list[str] = []

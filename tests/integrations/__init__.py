@@ -1,0 +1,1 @@
+"""compat.integrations against the libraries installed in every cell (safetensors)."""
