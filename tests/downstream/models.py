@@ -95,3 +95,68 @@ UNET = {
 
 def unet_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(3)), torch.tensor([10])
+
+
+# --- the seeds of issue 41, verbatim: models users write around transformers --------------------
+
+
+def pretrained_classes() -> dict[str, type]:
+    """``{"clip": ClipWrapper, "views": Views}``: two ``PreTrainedModel`` subclasses as users write
+    them (defined on first use: transformers and open_clip are imported only then).
+
+    * ``ClipWrapper`` builds open_clip's ``ViT-B-32-quickgelu`` tower in its ``__init__`` with
+      ``create_model_and_transforms(..., pretrained=None)`` (no download), then ``post_init()``.
+    * ``Views`` has a fused ``qkv`` Linear(20, 30) whose weight rows 0-9 and 10-19 are the weights
+      of ``q`` and ``v`` (parameters that are views of another parameter)."""
+    if not _CLASSES:
+        _CLASSES.update(_define_pretrained_classes())
+    return _CLASSES
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _define_pretrained_classes() -> dict[str, type]:
+    import open_clip
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class ClipConfig(PretrainedConfig):  # type: ignore[misc]
+        model_type = "compat_matrix_clip_seed"
+
+    class ClipWrapper(PreTrainedModel):  # type: ignore[misc]
+        config_class = ClipConfig
+
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            with quiet():
+                made = open_clip.create_model_and_transforms("ViT-B-32-quickgelu", pretrained=None)
+            self.clip = made[0]
+            self.post_init()
+
+    class ViewsConfig(PretrainedConfig):  # type: ignore[misc]
+        model_type = "compat_matrix_views_seed"
+
+    class Views(PreTrainedModel):  # type: ignore[misc]
+        config_class = ViewsConfig
+
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.qkv = nn.Linear(20, 30)
+            self.q = nn.Linear(20, 10)
+            self.v = nn.Linear(20, 10)
+            self.q.weight = nn.Parameter(self.qkv.weight[:10])
+            self.v.weight = nn.Parameter(self.qkv.weight[10:20])
+            self.post_init()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat([self.qkv(x), self.q(x), self.v(x)], dim=-1)
+
+    return {"clip": ClipWrapper, "views": Views}
+
+
+def pretrained(kind: str) -> Any:
+    """A fresh seed model of ``kind`` (``"clip"`` or ``"views"``), the same values on every call."""
+    cls = pretrained_classes()[kind]
+    torch.manual_seed(SEED)
+    with quiet():
+        return cls(cls.config_class()).eval()
