@@ -156,7 +156,7 @@ def _define_pretrained_classes() -> dict[str, type]:
 
 def pretrained(kind: str) -> Any:
     """A fresh seed model of ``kind`` (``"clip"`` or ``"views"``), the same values on every call."""
-    cls = pretrained_classes()[kind]
+    cls: Any = pretrained_classes()[kind]
     torch.manual_seed(SEED)
     with quiet():
         return cls(cls.config_class()).eval()
