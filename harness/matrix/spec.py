@@ -234,6 +234,10 @@ class Matrix:
         str, ...
     ] = ()  # axes whose cells carry the verdicts of the tests independent of them
     published: wheels.Published | None = None  # wheels.toml; None: every Python of the axis
+    downstream_requirements: tuple[str, ...] = ()  # installed in downstream cells only
+    # the peers' own suites (tests/downstream/peers): the module `--peer-suites first` deselects
+    # in all but one cell of each downstream group; "": none
+    peer_suites: str = ""
 
     @property
     def default_python(self) -> str:
@@ -305,7 +309,8 @@ class Matrix:
     def requirements_for(self, cell: Cell) -> list[str]:
         """Requirements files installed into ``cell`` after its pins."""
         peers = self.peer_requirements if cell.tier in self.peer_tiers else ()
-        return [*self.test_requirements, *peers]
+        downstream = self.downstream_requirements if cell.downstream else ()
+        return [*self.test_requirements, *peers, *downstream]
 
     def test_paths(self, cell: Cell) -> tuple[list[str], list[str]]:
         """What the cell's pytest collects and what it leaves out: a downstream cell runs the
@@ -677,6 +682,8 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
             "peer_requirements",
             "peer_tiers",
             "downstream_tests",
+            "downstream_requirements",
+            "peer_suites",
             "carry",
         ),
     )
@@ -717,6 +724,11 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     downstream_tests = run.get("downstream_tests", str, "tests/downstream")
     if not downstream_tests.startswith("tests/"):
         raise run.fail("downstream_tests", "must be a folder under tests/", downstream_tests)
+    downstream_requirements = run.strings("downstream_requirements", [])
+    peer_suites = run.get("peer_suites", str, "")
+    home = downstream_tests.rstrip("/") + "/"
+    if peer_suites and not (peer_suites.startswith(home) and peer_suites.endswith(".py")):
+        raise run.fail("peer_suites", f"must be a test module under {home}", peer_suites)
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
@@ -831,6 +843,8 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         downstream_tests,
         carry,
         published,
+        downstream_requirements,
+        peer_suites,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

@@ -422,6 +422,41 @@ def test_downstream_faults(tmp_path: Path, old: str, new: str, field: str, value
     assert value in str(info.value)
 
 
+def test_downstream_requirements_go_into_downstream_cells_only(tmp_path: Path) -> None:
+    text = with_downstream().replace(
+        "[run]\n",
+        '[run]\ntest_requirements = ["requirements/test.txt"]\n'
+        'downstream_requirements = ["requirements/downstream.txt"]\n'
+        'peer_suites = "tests/downstream/test_peers.py"\n',
+        1,
+    )
+    m = spec.load(write(tmp_path, text))
+    (cell,) = m.cells(tiers=["downstream"], backend="cpu")
+    assert m.requirements_for(cell) == ["requirements/test.txt", "requirements/downstream.txt"]
+    assert m.requirements_for(m.cells()[0]) == ["requirements/test.txt"]
+    assert m.peer_suites == "tests/downstream/test_peers.py"
+    assert spec.load(write(tmp_path, with_downstream())).peer_suites == ""  # none by default
+
+
+@pytest.mark.parametrize("value", ["tests/test_peers.py", "tests/downstream", "elsewhere.py"])
+def test_peer_suites_must_be_a_module_of_the_downstream_tests(tmp_path: Path, value: str) -> None:
+    text = with_downstream().replace("[run]\n", f'[run]\npeer_suites = "{value}"\n', 1)
+    with pytest.raises(MatrixSpecError) as info:
+        spec.load(write(tmp_path, text))
+    assert info.value.field == "run.peer_suites"
+    assert repr(value) in str(info.value)
+
+
+def test_the_repository_downstream_cells_install_what_the_peer_suites_need() -> None:
+    m = spec.load()
+    (cell, *_) = m.cells(tiers=["downstream"], backend="cpu")
+    assert "requirements/downstream.txt" in m.requirements_for(cell)
+    assert "requirements/downstream.txt" not in m.requirements_for(m.default())
+    assert (m.root / m.peer_suites).is_file()
+    pins = (m.root / "requirements" / "downstream.txt").read_text().split()
+    assert "parameterized==0.9.0" in pins
+
+
 def test_a_torch_belongs_to_one_downstream_group(tmp_path: Path) -> None:
     second = DOWNSTREAM.split("[[xfail]]")[0].replace('"2024.12"', '"2026.11"')
     with pytest.raises(MatrixSpecError) as info:
