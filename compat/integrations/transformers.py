@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from compat.integrations._patching import Replacement, Replacements, call_raw, raw_attribute
-from compat.meta import init_on_device
+from compat.meta import init_on_device, meta_init_active
 from compat.saving import METADATA_KEY, dedup_for_save, load_file
 
 __all__ = ["TransformersVersionError", "patch"]
@@ -61,6 +61,8 @@ __all__ = ["TransformersVersionError", "patch"]
 _LOADER_PARAMETERS: Final = ("model", "state_dict", "checkpoint_files", "load_config")
 # transformers' save_pretrained writes every weights file through this module-level name
 _WRITER: Final = "safe_save_file"
+# 5.x asks it whether a build is on meta (and then skips initialising weights that are loaded next)
+_DEVICE_IN_USE: Final = "get_torch_context_manager_or_global_device"
 # a size above any state dict: one file, so compat's record and the bases it names stay together
 _ONE_FILE: Final = 1 << 62
 
@@ -124,6 +126,20 @@ def _init_context_through_compat(original: object) -> classmethod[Any, Any, Any]
         return [init_on_device("meta") if _is_meta_device(c) else c for c in contexts]
 
     return classmethod(get_init_context)
+
+
+def _device_seen_through(original: Callable[..., Any]) -> Callable[..., Any]:
+    """5.x's ``get_torch_context_manager_or_global_device``: meta while compat's meta build is
+    open, so that transformers skips weight initialisation at build time as it does under its own
+    meta context (``init_weights``; the weights are loaded next, the missing ones initialised)."""
+
+    @functools.wraps(original)
+    def device_in_use(*args: Any, **kwargs: Any) -> Any:
+        if meta_init_active():
+            return torch.device("meta")
+        return original(*args, **kwargs)
+
+    return device_in_use
 
 
 def _buffers_kept_through(original: object) -> Callable[..., None]:
@@ -261,6 +277,9 @@ def _building(modeling: ModuleType, base: type) -> list[Replacement]:
         found.append(
             Replacement(base, "_move_missing_keys_from_meta_to_device", _buffers_kept_through(kept))
         )
+        seen = getattr(modeling, _DEVICE_IN_USE, None)
+        if callable(seen):
+            found.append(Replacement(modeling, _DEVICE_IN_USE, _device_seen_through(seen)))
     elif hasattr(modeling, "init_empty_weights"):
         found.append(Replacement(modeling, "init_empty_weights", _empty_weights))
     else:
