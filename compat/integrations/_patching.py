@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["Replacement", "Replacements", "call_raw", "raw_attribute"]
+__all__ = ["Patch", "Replacement", "Replacements", "call_raw", "raw_attribute"]
+
+_P = TypeVar("_P", bound="Patch")
+_R = TypeVar("_R", bound="Replacements")
 
 _ABSENT = object()
 
@@ -40,8 +43,30 @@ def raw_attribute(owner: object, name: str) -> object:
     return getattr(owner, name)
 
 
-class Replacements:
-    """Installs the replacements a ``plan`` function returns; a context manager.
+class Patch:
+    """What every integration's ``patch()`` shares: ``with patch():`` installs on entry and
+    uninstalls on exit, also when the block raises; subclasses define the two steps."""
+
+    def install(self: _P) -> _P:
+        raise NotImplementedError
+
+    def uninstall(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _P) -> _P:
+        return self.install()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.uninstall()
+
+
+class Replacements(Patch):
+    """Installs the replacements a ``plan`` function returns.
 
     ``plan`` runs on each install and returns every replacement, or raises (nothing replaced).
     """
@@ -54,14 +79,14 @@ class Replacements:
     def installed(self) -> bool:
         return bool(self._undo)
 
-    def install(self) -> Replacements:
+    def install(self: _R) -> _R:
         if self._undo:
             raise RuntimeError("this patch is already installed; call uninstall() first")
-        planned = list(self._plan())
-        for item in planned:
+        for item in list(self._plan()):
             owner = item.owner
-            before = vars(owner).get(item.name, _ABSENT) if isinstance(owner, type) else None
-            if not isinstance(owner, type):
+            if isinstance(owner, type):
+                before = vars(owner).get(item.name, _ABSENT)
+            else:
                 before = getattr(owner, item.name)
             self._undo.append((owner, item.name, before))
             setattr(owner, item.name, item.new)
@@ -74,17 +99,6 @@ class Replacements:
             else:
                 setattr(owner, name, before)
         self._undo.clear()
-
-    def __enter__(self) -> Replacements:
-        return self.install()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.uninstall()
 
 
 def call_raw(descriptor: object, owner: type, *args: Any, **kwargs: Any) -> Any:

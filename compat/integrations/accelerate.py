@@ -26,7 +26,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Final, NoReturn
 
 import torch
@@ -35,6 +35,7 @@ from torch import nn
 from compat import params as _params
 from compat._messages import show
 from compat.device import normalize_device
+from compat.integrations._patching import Patch
 
 __all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_to_device"]
 
@@ -403,7 +404,7 @@ def _bindings(original: Callable[..., Any]) -> Iterator[tuple[str, str]]:
                 yield name, attr
 
 
-class patch:  # lower case: used like a function, `with patch():`
+class patch(Patch):  # lower case: used like a function, `with patch():`
     """Route accelerate's own calls of ``set_module_tensor_to_device`` through
     :func:`set_module_tensor_to_device` (its hooks: ``cpu_offload``, ``disk_offload``,
     ``dispatch_model``; its loaders: ``load_checkpoint_in_model``,
@@ -473,14 +474,3 @@ class patch:  # lower case: used like a function, `with patch():`
             setattr(site, NAME, function)
         self._replaced.clear()
         _ORIGINAL.pop()
-
-    def __enter__(self) -> patch:
-        return self.install()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.uninstall()

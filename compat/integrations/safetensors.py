@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import torch
 
 from compat import _safetensors, saving
 from compat.device import DeviceLike
+from compat.integrations._patching import Patch
 
 if TYPE_CHECKING:
     import os
@@ -110,7 +111,7 @@ for _name, _function in _DROP_INS.items():
 del _name, _function
 
 
-class patch:  # lower case: used like a function, `with patch():`
+class patch(Patch):  # lower case: used like a function, `with patch():`
     """Put :func:`save_file`, :func:`load_file`, :func:`save` and :func:`load` in
     ``safetensors.torch`` in place of its own, so that code calling them by their module (and
     safetensors' ``save_model`` / ``load_model``, which call them) saves shared and non-contiguous
@@ -161,14 +162,3 @@ class patch:  # lower case: used like a function, `with patch():`
             _safetensors.unregister(name)
         self._replaced.clear()
         self._module = None
-
-    def __enter__(self) -> patch:
-        return self.install()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.uninstall()

@@ -45,7 +45,7 @@ import inspect
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Final
 
 import torch
@@ -312,7 +312,7 @@ def _plan() -> list[Replacement]:
     ]
 
 
-class patch:  # lower case: used like a function, `with patch():`
+class patch(Replacements):  # lower case: used like a function, `with patch():`
     """Route transformers' ``from_pretrained`` and ``save_pretrained`` through compat (see the
     module's docstring for what changes).
 
@@ -323,22 +323,4 @@ class patch:  # lower case: used like a function, `with patch():`
     """
 
     def __init__(self) -> None:
-        self._replacements = Replacements(_plan)
-
-    def install(self) -> patch:
-        self._replacements.install()
-        return self
-
-    def uninstall(self) -> None:
-        self._replacements.uninstall()
-
-    def __enter__(self) -> patch:
-        return self.install()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.uninstall()
+        super().__init__(_plan)
