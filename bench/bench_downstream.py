@@ -18,6 +18,10 @@ Cases:
   by compat's move wrappers). "peer": the same context with ``device="meta"`` passed and the
   wrappers switched off, which isolates what they cost. Also reported: torch's own
   ``with torch.device("meta")`` + ``device="meta"``. Target: ours / peer <= 1.10.
+* ``pretrained``: ``save_pretrained`` then ``from_pretrained`` of the downstream tests' tiny GPT-2
+  (tied ``lm_head``: compat's record is written and read) into a fresh folder, alone ("peer") and
+  inside ``compat.integrations.transformers.patch()`` ("ours"), and with the patch installed once
+  beforehand (``installed``). Target (issue 41): ours / peer <= 1.10.
 
 Time: CPU time (``time.process_time``) of ``REPS`` pairs of runs (``META_REPS`` for the slower
 open_clip case), the side that goes first alternating, garbage collected before each run and the
@@ -55,8 +59,10 @@ from tests.downstream import models  # noqa: E402  -- the downstream tests' mode
 
 REPS = 201  # a run is 2-15 ms: many, so that the median is steady on a shared machine
 META_REPS = 41
+PRETRAINED_REPS = 41
 OFFLOAD_TARGET = 1.05
 META_TARGET = 1.10
+PRETRAINED_TARGET = 1.10
 
 
 def wide() -> nn.Module:
@@ -196,6 +202,48 @@ def meta_cases() -> dict[str, Any]:
     return result
 
 
+def pretrained_cases() -> dict[str, Any]:
+    import tempfile
+
+    import transformers
+
+    from compat.integrations import transformers as compat_transformers
+
+    transformers.utils.logging.disable_progress_bar()  # its bars would be timed, and flood the log
+    folder = Path(tempfile.mkdtemp(prefix="bench-pretrained-"))
+    model = models.gpt2()
+    runs = iter(range(1 << 30))
+
+    def round_trip(_: object) -> None:
+        target = folder / str(next(runs))
+        with models.quiet():
+            model.save_pretrained(target)
+            type(model).from_pretrained(target)
+
+    def patched(_: object) -> None:
+        with compat_transformers.patch():
+            round_trip(None)
+
+    def installed() -> Any:
+        return compat_transformers.patch().install()
+
+    def routed(handle: Any) -> None:
+        try:
+            round_trip(None)
+        finally:
+            handle.uninstall()
+
+    def nothing() -> None:
+        return None
+
+    result = _pair((nothing, patched), (nothing, round_trip), PRETRAINED_REPS)
+    steady = _pair((installed, routed), (nothing, round_trip), PRETRAINED_REPS)
+    result["installed"] = {k: steady[k] for k in ("ours_ms", "peer_ms", "ratio")}
+    result["target"] = PRETRAINED_TARGET
+    result["met"] = result["ratio"] <= PRETRAINED_TARGET
+    return result
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -209,12 +257,14 @@ def main() -> int:
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpus": torch.get_num_threads()},
         "installed": {
-            d: _version(d) for d in ("torch", "torchao", "accelerate", "open_clip_torch")
+            d: _version(d)
+            for d in ("torch", "torchao", "accelerate", "open_clip_torch", "transformers")
         },
         "method": f"CPU time, median of the ratios of {REPS} pairs ({META_REPS} for open_clip),"
         " first side alternating, gc before and paused in each, one thread",
         "cpu_offload": offload_cases(),
         "open_clip_meta": meta_cases(),
+        "pretrained": pretrained_cases(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=1) + "\n")
@@ -225,6 +275,11 @@ def main() -> int:
         )
     m = results["open_clip_meta"]
     print(f"open_clip meta: {m['ours_ms']} ms vs {m['peer_ms']} ms = {m['ratio']}")
+    r = results["pretrained"]
+    print(
+        f"save_pretrained + from_pretrained (tiny GPT-2): {r['ours_ms']} ms vs {r['peer_ms']} ms"
+        f" = {r['ratio']} (patch installed beforehand: {r['installed']['ratio']})"
+    )
     return 0
 
 
