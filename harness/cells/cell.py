@@ -32,6 +32,8 @@ PROBE = Path(__file__).resolve().parent / "probe.py"
 LOG_TAIL_LINES = 60
 INSTALL_REASON_CHARS = 400  # an install error's reason, installer's message included, at most
 CUT = " … [cut: the cell's output.log has it all]"
+PEERS_ENV, PEERS_FILE = "COMPAT_MATRIX_PEERS", "peers.json"  # tests/downstream/peers/check.py
+UV_ENV = "COMPAT_MATRIX_UV"  # tests/downstream/peers/fetch.py
 
 
 @dataclass
@@ -78,6 +80,12 @@ class CellResult:
     # how carrying went (harness/cells/carry.py): source, run / carried counts, a refusal's reason,
     # or a full run's comparison
     carry: dict[str, Any] = field(default_factory=dict)
+    # a downstream cell's peer suites (tests/downstream/peers): suite -> release, each run's
+    # counts and seconds, regressions, fixed, lifted, stale, skips with their reasons, error
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # test paths this run's options deselected here: path -> why (`--peer-suites first`: the
+    # cell of the group where the peer suites ran); the gate does not miss their tests
+    deselected: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -263,6 +271,7 @@ class CellPlan:
     cwd: Path = paths.ROOT  # the project the tests belong to: the folder of matrix.toml
     carry: carry.Role | None = None  # its part in carrying verdicts (harness/cells/carry.py)
     tests: list[str] = field(default_factory=lambda: ["tests"])  # the paths pytest_args collect
+    deselected: dict[str, str] = field(default_factory=dict)  # path -> why (CellResult's)
 
 
 def install_commands(
@@ -324,7 +333,10 @@ def plan_for(
     uv: str,
     reports: Path,
     candidates: Sequence[str] = (),
+    deselect: Mapping[str, str] | None = None,
 ) -> CellPlan:
+    """The cell's plan; ``deselect``: test paths (node id prefixes) this run leaves out of the
+    cell, each with why (pytest's ``--deselect``; the record says so)."""
     outdir = paths.cell_dir(reports, cell.id)
     requirements = [str(matrix.root / r) for r in matrix.requirements_for(cell)]
     found = matrix.xfails_for(
@@ -332,17 +344,22 @@ def plan_for(
     )
     xfails = [x.as_record() for x in found]
     tests, ignore = matrix.test_paths(cell)
+    deselected = dict(deselect or {})
+    args = cell_pytest_args(cell, outdir, tests, matrix.reruns, ignore)
+    # the uv the cell installs with, for tests that ask the index (tests/downstream/peers/fetch.py)
+    env = {**dict(cell.backend.env), **({UV_ENV: uv} if uv else {})}
     return CellPlan(
         cell,
         python,
         outdir,
         install_commands(cell, python, uv=uv, requirements=requirements, candidates=candidates),
-        cell_pytest_args(cell, outdir, tests, matrix.reruns, ignore),
+        [*args, *(f"--deselect={path}" for path in deselected)],
         xfails,
-        env=dict(cell.backend.env),
+        env=env,
         candidates=list(candidates),
         cwd=matrix.root,
         tests=list(tests),
+        deselected=deselected,
     )
 
 
@@ -391,6 +408,19 @@ def scenario_outcomes(path: Path, log: evidence.TestLog) -> dict[str, dict[str, 
     return out
 
 
+def peer_suites(path: Path) -> dict[str, dict[str, Any]]:
+    """The peer suites' verdicts the tests wrote (``peers.json``: suite -> its entry, see
+    tests/downstream/peers/check.py); the entries that are JSON objects, none if the file is
+    missing or bad."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in sorted(found.items()) if isinstance(v, dict)}
+
+
 def _take_tests(result: CellResult, log: evidence.TestLog) -> None:
     result.counts, result.failures = log.counts(), log.failures()
     result.tests = dict(sorted(log.outcomes.items()))
@@ -425,6 +455,7 @@ def run_cell(
     log = outdir / "output.log"
     result = new_result(cell)
     result.candidates = list(plan.candidates)
+    result.deselected = dict(plan.deselected)
     start = time.monotonic()
     deadline = start + cell.timeout_s
 
@@ -487,6 +518,8 @@ def run_cell(
     result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
     scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
     env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
+    peers_file = outdir / PEERS_FILE  # tests/downstream/test_peer_suites.py writes it
+    env[PEERS_ENV] = str(peers_file)
     role = plan.carry
     source = role.source if role else None
     if role is not None and source is None and not role.refused:
@@ -524,6 +557,7 @@ def run_cell(
     test_log = carry.merge(own_log, carried)
     _take_tests(result, test_log)
     result.scenarios = scenario_outcomes(scenarios_file, test_log)
+    result.peers = peer_suites(peers_file)
     stale = evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else []
     verdict = evidence.classify(
         ran,
