@@ -156,6 +156,14 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
         " the run would have carried agrees with the real one (the nightly does)",
     )
     parser.add_argument(
+        "--peer-suites",
+        choices=run.PEER_SUITES,
+        default="every",
+        help="the peers' own test suites (matrix.toml peer_suites): in every downstream cell"
+        " (default), or only in the first cell of each downstream group (`first`: CI's budget;"
+        " the other cells' records say where they ran)",
+    )
+    parser.add_argument(
         "--prune",
         action="store_true",
         help="for a disk that cannot hold every group's venv: a group whose venv is new installs"
@@ -207,6 +215,7 @@ def _run_matrix(
             stop=stop,
             full=args.full,
             prune=args.prune,
+            peer_suites=args.peer_suites,
         )
     if args.full:  # each verdict a blocked run would have carried, against the real runs
         session.run("python", "-m", "harness.cells.carry", "--reports", str(REPORTS))

@@ -135,6 +135,7 @@ def run_cells(
     sources: Collection[str] = (),
     threads: int | None = None,
     env: Mapping[str, str] | None = None,
+    deselect: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[CellResult]:
     """Run ``cells`` one after another in the venv of ``python``, swapping TorchAO in place.
     Returns one result per cell, in the order given; each is also written as its cell.json.
@@ -146,7 +147,8 @@ def run_cells(
     make it, see :func:`_roles`). ``threads``: the CPU threads each cell's torch may use (its
     share of the cores when groups run side by side, see :func:`thread_env`). ``env``: added to
     the environment of every command of every cell (a pruned group's own uv cache, see
-    :func:`harness.cells.run.run_matrix`).
+    :func:`harness.cells.run.run_matrix`). ``deselect``: cell id -> the test paths it leaves
+    out, each with why (``--peer-suites first``, :func:`harness.cells.run.peer_deselection`).
     """
     stop = stop or Stop()
     python = python.absolute()  # cells run in their project's folder; never resolve(): a
@@ -165,7 +167,13 @@ def run_cells(
                 result = record(cell, "interrupted", stopped_reason(stop), reports)
             else:
                 plan = plan_for(
-                    matrix, cell, python, uv=tool, reports=reports, candidates=candidates
+                    matrix,
+                    cell,
+                    python,
+                    uv=tool,
+                    reports=reports,
+                    candidates=candidates,
+                    deselect=(deselect or {}).get(cell.id),
                 )
                 plan.carry = _role_for(roles, matrix, cell)
                 plan.env = {

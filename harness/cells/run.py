@@ -39,6 +39,9 @@ from harness.matrix.procs import Echo, Stop, run_logged
 from harness.matrix.spec import Cell, Matrix
 
 MANIFEST_SCHEMA = 1
+# --peer-suites: the peers' own suites (matrix.toml peer_suites) in every downstream cell, or
+# only in the first cell of each downstream group and backend (CI's budget)
+PEER_SUITES = ("every", "first")
 PREFETCH_DIR = "prefetch"  # in the reports folder: each group's install made ahead, its log
 OWN_CACHE = ".uv-cache"  # under a pruned group's venv: the uv cache its installs go through
 
@@ -102,6 +105,28 @@ def _uv_or_none() -> str | None:
         return interpreters.uv_bin()
     except RuntimeError:
         return None
+
+
+def peer_deselection(
+    matrix: Matrix, cells: Sequence[Cell], mode: str = "every"
+) -> dict[str, dict[str, str]]:
+    """Cell id -> {matrix.toml's peer_suites module: why} for each downstream cell that leaves
+    it out: with ``mode`` ``first``, every downstream cell but the first of ``cells`` (in their
+    order) of each group and backend; nothing with ``every`` (or no peer_suites module)."""
+    if mode not in PEER_SUITES:
+        raise ValueError(f"--peer-suites must be one of {PEER_SUITES}, not {mode!r}")
+    if mode == "every" or not matrix.peer_suites:
+        return {}
+    first: dict[tuple[str, str], str] = {}
+    out: dict[str, dict[str, str]] = {}
+    for cell in cells:
+        if not cell.group:
+            continue
+        ran = first.setdefault((cell.group, cell.backend.name), cell.id)
+        if ran != cell.id:
+            why = f"--peer-suites first: group {cell.group}'s peer suites run in {ran}"
+            out[cell.id] = {matrix.peer_suites: why}
+    return out
 
 
 def cell_entry(cell: Cell) -> dict[str, Any]:
@@ -198,12 +223,15 @@ def run_matrix(
     stop: Stop | None = None,
     full: bool = False,
     prune: bool = False,
+    peer_suites: str = "every",
 ) -> list[CellResult]:
     """Run the selection; every cell of it ends with a record (or shows as "no record").
     ``full``: every test in every cell, the carried verdicts checked (:mod:`harness.cells.carry`).
     ``prune``: a group whose venv does not exist yet gets one with its own uv cache inside, made
     in the group's turn, and removed after its cells: the run holds at most ``jobs`` such venvs
     on disk at a time, on top of what was there before (see the module's docstring).
+    ``peer_suites``: ``first`` runs the peers' own suites in one downstream cell per group and
+    backend only (:func:`peer_deselection`; the other cells' records say where they ran).
 
     The caller holds ``stop.on_signals()`` so that SIGINT / SIGTERM stop the running cells."""
     stop = stop or Stop()
@@ -268,12 +296,15 @@ def run_matrix(
                 full=full,
                 threads=threads,
                 env=own_env(name),
+                deselect=deselect,
             )
         finally:
             if name in pruned:  # every cell has its record by now
                 shutil.rmtree(venv(name), ignore_errors=True)
 
     groups = selection.groups()
+    runnable = [c for c in selection.cells if selection.skip_reason(c) is None]
+    deselect = peer_deselection(matrix, runnable, peer_suites)
     pruned = {name for name in groups if prune and not venv(name).exists()}
     # each group's share of the cores, when they run side by side
     threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups))))

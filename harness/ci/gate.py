@@ -82,6 +82,8 @@ def snapshot(reports: Path, want: verdict.Expected) -> dict[str, Any]:
             "flaky": sorted(n for n in cell["reruns"] if tests.get(n) not in FAILING),
             # verdicts this cell carried from another (harness/cells/carry.py): test -> that cell
             "carried": cell.get("carried", {}),
+            # test paths the run's options left out of this cell: path -> why (--peer-suites)
+            "deselected": cell.get("deselected", {}),
         }
     return {
         "schema": SCHEMA,
@@ -107,12 +109,24 @@ def keep_others(current: dict[str, Any], earlier: dict[str, Any]) -> dict[str, A
     }
 
 
+def deselected_by_the_run(cell: dict[str, Any], test: str) -> str:
+    """Why the run's options left ``test`` out of ``cell`` (a node id under one of the cell's
+    ``deselected`` paths, as pytest's --deselect matches it), or ""."""
+    paths: dict[str, str] = cell.get("deselected") or {}
+    return next((why for path, why in paths.items() if test.startswith(path)), "")
+
+
 def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """Classify every test of every cell of ``current`` (the cells this run should have run)."""
+    """Classify every test of every cell of ``current`` (the cells this run should have run).
+    A baseline test absent now because the run's options deselected it in that cell
+    (``--peer-suites first``: the group's peer suites ran in another cell, whose record has
+    them) is not compared: neither missing nor a fall in collected tests; it is counted
+    (``deselected``)."""
     schema = baseline.get("schema")
     if schema not in READABLE_SCHEMAS:
         raise ValueError(f"baseline schema {schema!r} is not one of {list(READABLE_SCHEMAS)}")
     rows: list[dict[str, Any]] = []
+    left_out = 0
 
     def row(kind: str, cell: str, test: str, before: str, after: str, **more: Any) -> None:
         fatal = more.get("fatal", CLASSES[kind][1] == "yes")
@@ -154,9 +168,12 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
             continue
         known: dict[str, str] = base["tests"] if base_ran and base is not None else {}
         flaky = set(cur.get("flaky", ()))
+        here = 0  # this cell's baseline tests the run deselected
         for test, before in sorted(known.items()):
             after = cur["tests"].get(test)
-            if after is None:
+            if after is None and deselected_by_the_run(cur, test):
+                here += 1
+            elif after is None:
                 row("missing", cid, test, before, "absent")
             elif after in FAILING and before not in FAILING:
                 row("regression", cid, test, before, after)
@@ -170,8 +187,9 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
         for test, after in sorted(cur["tests"].items()):
             if test not in known:
                 row("regression" if after in FAILING else "new", cid, test, "absent", after)
-        if known and len(cur["tests"]) < len(known):
-            row("fewer tests", cid, "*", f"{len(known)} tests", f"{len(cur['tests'])} tests")
+        left_out += here
+        if known and len(cur["tests"]) < len(known) - here:
+            row("fewer tests", cid, "*", f"{len(known) - here} tests", f"{len(cur['tests'])} tests")
     rows = [_downstream_impact(r, current["cells"].get(r["cell"], {})) for r in rows]
     summary = Counter(r["class"] for r in rows)
     candidates = sorted({c for cell in current["cells"].values() for c in cell["candidates"]})
@@ -179,6 +197,7 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     carried = sum(len(cell.get("carried", {})) for cell in current["cells"].values())
     return {
         "carried": carried,
+        "deselected": left_out,
         "ok": not any(r["fatal"] for r in rows),
         "summary": {k: summary[k] for k in CLASSES},
         "failing_rows": sum(r["fatal"] for r in rows),
@@ -259,6 +278,13 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
             "",
             f"{result['carried']} verdicts were carried from another cell of the same torch"
             " (tests that never touch TorchAO run once per torch); a row says where.",
+        ]
+    if result.get("deselected"):
+        lines += [
+            "",
+            f"{result['deselected']} tests of the baseline were deselected in their cells by this"
+            " run's options (`--peer-suites first`: a downstream group's peer suites run in one"
+            " of its cells) and not compared; each cell's record says where they ran.",
         ]
     if result["candidates"]:
         lines += ["", "Candidates: " + ", ".join(f"`{c}`" for c in result["candidates"])]

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.cells import cell as cellmod
-from harness.cells.cell import run_cell
-from harness.matrix import spec
+from harness.cells import run, verdict
+from harness.cells.cell import CellResult, run_cell
+from harness.ci import gate
+from harness.matrix import paths, spec
 from tests.harness.test_cell import plan, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +108,110 @@ def test_the_harness_and_the_peer_suites_name_the_same_variables() -> None:
     assert check.RECORD_ENV == cellmod.PEERS_ENV and fetch.UV_ENV == cellmod.UV_ENV
     text = (ROOT / spec.load().peer_suites).read_text()
     assert "def test_accelerate_suite(" in text and "def test_safetensors_suite(" in text
+
+
+# --- `--peer-suites first`: one downstream cell per group runs them --------------------------
+
+
+def test_first_runs_the_peer_suites_in_one_cell_per_group_and_backend() -> None:
+    m = spec.load()
+    cells = m.cells(tiers=["core", "downstream"])
+    chosen = run.peer_deselection(m, cells, "first")
+    assert run.peer_deselection(m, cells, "every") == {} == run.peer_deselection(m, cells)
+    downstream = [c for c in cells if c.group]
+    ran = [c.id for c in downstream if c.id not in chosen]
+    assert sorted(ran) == sorted(
+        f"torch{t}-ao0.6-ds{g}-{b}"
+        for b in m.backends
+        for t, g in (("2.3", "2024.12"), ("2.6", "2026.11"))
+    )
+    assert len(chosen) == len(downstream) - len(ran) and not any(
+        c.group is None for c in cells if c.id in chosen
+    )
+    assert chosen["torch2.5-ao0.8-ds2024.12-cpu"] == {
+        "tests/downstream/test_peer_suites.py": "--peer-suites first: group 2024.12's peer suites"
+        " run in torch2.3-ao0.6-ds2024.12-cpu"
+    }
+    # the run's own order decides: a run narrowed to later cells runs them in its first
+    later = [c for c in downstream if c.torch.label == "2.5" and c.backend.name == "cpu"]
+    assert sorted(run.peer_deselection(m, later, "first")) == [c.id for c in later[1:]]
+    with pytest.raises(ValueError, match="--peer-suites must be one of"):
+        run.peer_deselection(m, cells, "some")
+
+
+def test_the_option_reaches_the_runner_and_ci_uses_first() -> None:
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert "peer_suites=args.peer_suites" in noxfile
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "nox -s matrix -- --tier core --tier downstream --peer-suites first ||" in ci
+
+
+# --- the gate: tests the run deselected are not missing --------------------------------------
+
+FIRST, OTHER = "torch2.3-ao0.6-ds2024.12-cpu", "torch2.3-ao0.7-ds2024.12-cpu"
+PEER = "tests/downstream/test_peer_suites.py"
+PEER_TESTS = {
+    f"{PEER}::test_accelerate_suite": "passed",
+    f"{PEER}::test_safetensors_suite": "passed",
+}
+
+
+def downstream_cell(
+    reports: Path, cid: str, tests: dict[str, str], deselected: dict[str, str] | None = None
+) -> dict[str, str]:
+    torch, ao = cid.removeprefix("torch").split("-")[:2]
+    result = CellResult(
+        cid, "downstream", "3.11", torch, ao.removeprefix("ao"), "cpu", [], "2024.12"
+    )
+    result.tests, result.deselected = tests, deselected or {}
+    result.write(paths.cell_dir(reports, cid))
+    return {
+        "id": cid,
+        "tier": "downstream",
+        "python": "3.11",
+        "torch": torch,
+        "torchao": ao.removeprefix("ao"),
+        "backend": "cpu",
+        "group": "2024.12",
+        "pins": [],
+    }
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_the_gate_does_not_miss_tests_the_run_deselected(tmp_path: Path, recorded: bool) -> None:
+    own = {"tests/downstream/test_accelerate.py::test_x": "passed"}
+    cells = [
+        downstream_cell(tmp_path / "base", cid, {**own, **PEER_TESTS}) for cid in (FIRST, OTHER)
+    ]
+    want = verdict.Expected(cells, "this test")
+    why = {PEER: f"--peer-suites first: group 2024.12's peer suites run in {FIRST}"}
+    downstream_cell(tmp_path / "now", FIRST, {**own, **PEER_TESTS})
+    downstream_cell(tmp_path / "now", OTHER, own, why if recorded else None)
+    result = gate.compare(
+        gate.snapshot(tmp_path / "base", want), gate.snapshot(tmp_path / "now", want)
+    )
+    if recorded:
+        assert result["ok"] and result["rows"] == [] and result["deselected"] == 2
+        assert "2 tests of the baseline were deselected" in gate.render_markdown(result)
+    else:  # the same absence without the record's word for it: lost
+        assert not result["ok"] and result["deselected"] == 0
+        assert {(r["class"], r["test"]) for r in result["rows"]} == {
+            ("missing", f"{PEER}::test_accelerate_suite"),
+            ("missing", f"{PEER}::test_safetensors_suite"),
+            ("fewer tests", "*"),
+        }
+
+
+def test_a_deselection_hides_only_the_tests_under_its_path(tmp_path: Path) -> None:
+    own = {"tests/downstream/test_accelerate.py::test_x": "passed"}
+    (base,) = [downstream_cell(tmp_path / "base", OTHER, {**own, **PEER_TESTS})]
+    want = verdict.Expected([base], "this test")
+    downstream_cell(tmp_path / "now", OTHER, {}, {PEER: "ran elsewhere"})
+    result = gate.compare(
+        gate.snapshot(tmp_path / "base", want), gate.snapshot(tmp_path / "now", want)
+    )
+    assert [(r["class"], r["test"], r["before"], r["after"]) for r in result["rows"]] == [
+        ("missing", "tests/downstream/test_accelerate.py::test_x", "passed", "absent"),
+        ("fewer tests", "*", "1 tests", "0 tests"),
+    ]
+    assert not result["ok"] and result["deselected"] == 2
