@@ -215,3 +215,123 @@ def test_a_deselection_hides_only_the_tests_under_its_path(tmp_path: Path) -> No
         ("fewer tests", "*", "1 tests", "0 tests"),
     ]
     assert not result["ok"] and result["deselected"] == 2
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def suite_entry(release: str, **more: object) -> dict[str, object]:
+    counts = {"passed": 58, "skipped": 38}
+    return {
+        "release": release,
+        "runs": {
+            "plain": {"counts": counts, "seconds": 13.2},
+            "compat": {"counts": more.pop("compat_counts", counts), "seconds": 14.0},
+        },
+        "regressions": [],
+        "fixed": [],
+        "lifted": [],
+        "stale": [],
+        "skips": {"t::gpu1": "test requires a GPU", "t::gpu2": "test requires a GPU"},
+        "ok": True,
+        "error": "",
+        **more,
+    }
+
+
+def test_the_report_shows_each_cells_peer_suites_and_where_they_ran(tmp_path: Path) -> None:
+    from tests.harness.test_report import Run
+
+    r = Run(tmp_path / "reports")
+    lifted = {
+        "test": "tests/test_pt_model.py::TorchModelTestCase::test_failure",
+        "reason": "asserts the shared-tensor refusal",
+    }
+    r.cell(
+        "2.3",
+        "0.6",
+        "cpu",
+        "passed",
+        "2024.12",
+        peers={
+            "accelerate": suite_entry("1.2.1"),
+            "safetensors": suite_entry("0.8.0", lifted=[lifted]),
+        },
+    )
+    r.cell("2.3", "0.7", "cpu", "passed", "2024.12", deselected={PEER: f"run in {FIRST}"})
+    regression = {
+        "test": "tests/test_hooks.py::HooksModelTester::test_align_devices_as_cpu_offload",
+        "message": "TensorMoveError: cannot move | meta",
+    }
+    r.cell(
+        "2.6",
+        "0.8",
+        "cpu",
+        "failed",
+        "2026.11",
+        peers={
+            "accelerate": suite_entry(
+                "1.15.0",
+                compat_counts={"passed": 57, "failed": 1, "skipped": 38},
+                regressions=[regression],
+                fixed=[{"test": "tests/test_hooks.py::test_now_works"}],
+                ok=False,
+            )
+        },
+    )
+    data = r.write()
+    (grid,) = data["downstream"]
+    peers = grid["peers"]
+    assert [(p["cell"], p["suite"], p["release"], p["colour"]) for p in peers["rows"]] == [
+        (FIRST, "accelerate", "1.2.1", "pass"),
+        (FIRST, "safetensors", "0.8.0", "pass"),
+        ("torch2.6-ao0.8-ds2026.11-cpu", "accelerate", "1.15.0", "fail"),
+    ]
+    assert peers["groups"][0] == {
+        "group": "2024.12",
+        "ran": [FIRST],
+        "deselected": [OTHER],
+        "why": f"run in {FIRST}",
+        "neither": [],
+    }
+    md = (r.reports / "matrix.md").read_text()
+    assert "### The peers' own test suites on cpu" in md
+    assert f"- group 2024.12: ran in {FIRST}; deselected in 1 other cell(s) (run in {FIRST})" in md
+    assert (
+        "| ✅ 2.3 · 0.6 (2024.12) | safetensors | 0.8.0 | 58 passed, 38 skipped (13 s)"
+        " | 58 passed, 38 skipped (14 s) | — | — | 1 | 2 |"
+    ) in md
+    assert (
+        "| ❌ 2.6 · 0.8 (2026.11) | accelerate | 1.15.0 | 58 passed, 38 skipped (13 s)"
+        " | 57 passed, 1 failed, 38 skipped (14 s) | tests/test_hooks.py::HooksModelTester::"
+        "test_align_devices_as_cpu_offload: TensorMoveError: cannot move / meta |"
+        " `tests/test_hooks.py::test_now_works` | — | 2 |"
+    ) in md
+    assert "- safetensors 0.8.0 `tests/test_pt_model.py::TorchModelTestCase::test_failure`:" in md
+    assert "- accelerate 1.2.1: test requires a GPU (2)" in md
+    page = (r.reports / "matrix.html").read_text()
+    assert f'data-cell="{FIRST}" data-suite="safetensors"' in page
+    assert "<code>tests/test_hooks.py::test_now_works</code>" in page
+    assert 'data-group="2024.12"' in page and "asserts the shared-tensor refusal" in page
+
+
+def test_a_suite_that_could_not_be_judged_shows_its_error(tmp_path: Path) -> None:
+    from tests.harness.test_report import Run
+
+    r = Run(tmp_path / "reports")
+    broken = {"release": "0.8.0", "runs": {}, "ok": False, "error": "the index gives no sdist"}
+    r.cell("2.6", "0.8", "cpu", "failed", "2026.11", peers={"safetensors": broken})
+    data = r.write()
+    (row,) = data["downstream"][0]["peers"]["rows"]
+    assert row["colour"] == "fail" and row["plain"] == "did not run"
+    assert "| error: the index gives no sdist |" in (r.reports / "matrix.md").read_text()
+
+
+def test_records_without_peer_suites_show_no_section(tmp_path: Path) -> None:
+    from tests.harness.test_report import Run
+
+    r = Run(tmp_path / "reports")
+    r.cell("2.6", "0.8", "cpu", "passed", "2026.11")
+    data = r.write()
+    assert data["downstream"] == [] or data["downstream"][0]["peers"]["rows"] == []
+    assert "peers' own test suites" not in (r.reports / "matrix.md").read_text()
