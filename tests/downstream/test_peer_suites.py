@@ -37,8 +37,12 @@ def _check(suite: Suite, tmp_path: Path) -> None:
         sdist = fetch.locate(suite.distribution, release, tmp_path / "lock")
         archive = fetch.download(sdist)
     except fetch.PeerFetchError as exc:
-        check.write(record, suite.name, check.entry(suite, release, error=str(exc)))
-        pytest.fail(f"{suite.name} {release}: {exc}", pytrace=False)
+        failed = str(exc)
+    else:
+        failed = ""
+    if failed:  # outside the except block: pytest shows the message once, not a chain
+        check.write(record, suite.name, check.entry(suite, release, error=failed))
+        pytest.fail(f"{suite.name} {release}: {failed}", pytrace=False)
     verdict = check.check(
         suite,
         archive,

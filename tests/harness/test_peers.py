@@ -176,7 +176,9 @@ def test_a_download_that_does_not_match_the_index_hash_is_refused(index: Path) -
 
 
 def test_a_release_without_an_sdist_on_the_index_is_an_error_naming_it(index: Path) -> None:
-    with pytest.raises(fetch.PeerFetchError, match=r"no sdist of toypeer==9\.9"):
+    with pytest.raises(
+        fetch.PeerFetchError, match=r"uv found no sdist of toypeer==9\.9 on the configured index"
+    ):
         fetch.locate(toy.NAME, "9.9", index.parent / "lock")
 
 

@@ -97,7 +97,7 @@ def locate(name: str, version: str, scratch: Path, *, uv: str | None = None) -> 
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split())[-600:]
         raise PeerFetchError(
-            f"the configured index gives no sdist of {name}=={version} "
+            f"uv found no sdist of {name}=={version} on the configured index "
             f"(uv pip compile exited {done.returncode}: {said})"
         )
     try:
