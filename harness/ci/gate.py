@@ -116,17 +116,40 @@ def deselected_by_the_run(cell: dict[str, Any], test: str) -> str:
     return next((why for path, why in paths.items() if test.startswith(path)), "")
 
 
+def without_deselected(
+    baseline: dict[str, Any], current: dict[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """``baseline`` without the tests that are absent from their cell of ``current`` because the
+    run's options deselected them there (``--peer-suites first``: a downstream group's peer suites
+    ran in another of its cells, whose record has them), and how many it left out."""
+    cells = dict(baseline.get("cells") or {})
+    count = 0
+    for cid, cur in current["cells"].items():
+        base = cells.get(cid)
+        if not base or not cur.get("deselected") or cur["status"] not in RAN_STATUSES:
+            continue
+        tests: dict[str, str] = base.get("tests") or {}
+        gone = {t for t in tests if t not in cur["tests"] and deselected_by_the_run(cur, t)}
+        if gone:
+            cells[cid] = {**base, "tests": {t: o for t, o in tests.items() if t not in gone}}
+            count += len(gone)
+    return {**baseline, "cells": cells}, count
+
+
 def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """Classify every test of every cell of ``current`` (the cells this run should have run).
-    A baseline test absent now because the run's options deselected it in that cell
-    (``--peer-suites first``: the group's peer suites ran in another cell, whose record has
-    them) is not compared: neither missing nor a fall in collected tests; it is counted
-    (``deselected``)."""
+    """Classify every test of every cell of ``current`` (the cells this run should have run). A
+    baseline test the run deselected in its cell (:func:`without_deselected`) is not compared:
+    neither missing nor a fall in collected tests; ``deselected`` counts them."""
+    kept, left_out = without_deselected(baseline, current)
+    return {**_classify(kept, current), "deselected": left_out}
+
+
+def _classify(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """:func:`compare` on a baseline without the deselected tests."""
     schema = baseline.get("schema")
     if schema not in READABLE_SCHEMAS:
         raise ValueError(f"baseline schema {schema!r} is not one of {list(READABLE_SCHEMAS)}")
     rows: list[dict[str, Any]] = []
-    left_out = 0
 
     def row(kind: str, cell: str, test: str, before: str, after: str, **more: Any) -> None:
         fatal = more.get("fatal", CLASSES[kind][1] == "yes")
@@ -168,12 +191,9 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
             continue
         known: dict[str, str] = base["tests"] if base_ran and base is not None else {}
         flaky = set(cur.get("flaky", ()))
-        here = 0  # this cell's baseline tests the run deselected
         for test, before in sorted(known.items()):
             after = cur["tests"].get(test)
-            if after is None and deselected_by_the_run(cur, test):
-                here += 1
-            elif after is None:
+            if after is None:
                 row("missing", cid, test, before, "absent")
             elif after in FAILING and before not in FAILING:
                 row("regression", cid, test, before, after)
@@ -187,9 +207,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
         for test, after in sorted(cur["tests"].items()):
             if test not in known:
                 row("regression" if after in FAILING else "new", cid, test, "absent", after)
-        left_out += here
-        if known and len(cur["tests"]) < len(known) - here:
-            row("fewer tests", cid, "*", f"{len(known) - here} tests", f"{len(cur['tests'])} tests")
+        if known and len(cur["tests"]) < len(known):
+            row("fewer tests", cid, "*", f"{len(known)} tests", f"{len(cur['tests'])} tests")
     rows = [_downstream_impact(r, current["cells"].get(r["cell"], {})) for r in rows]
     summary = Counter(r["class"] for r in rows)
     candidates = sorted({c for cell in current["cells"].values() for c in cell["candidates"]})
@@ -197,7 +216,6 @@ def compare(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     carried = sum(len(cell.get("carried", {})) for cell in current["cells"].values())
     return {
         "carried": carried,
-        "deselected": left_out,
         "ok": not any(r["fatal"] for r in rows),
         "summary": {k: summary[k] for k in CLASSES},
         "failing_rows": sum(r["fatal"] for r in rows),
