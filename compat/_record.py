@@ -2,26 +2,38 @@
 
 The record is JSON under ``metadata["__compat_sharing__"]``::
 
-    {"version": 2,
+    {"version": 3,
      "bases":   {name: {"pad": 0..15, "synthetic": true?}},   # tensors the views are cut from
      "views":   {name: {"base", "offset" (bytes), "dtype", "shape", "stride" (elements),
                         "conj": true?, "neg": true?, "quant": Q?}},
      "aliases": {name: a saved or rebuilt name},               # the very same tensor
      "empty":   {name: {"dtype", "shape", "conj"?, "neg"?, "quant": Q?}},  # no elements
-     "qparams": [reserved names of per-channel scales / zero points]}
+     "qparams": [reserved names of per-channel scales / zero points],
+     "placeholders": [names of views and of aliases of views]}  # each stored as empty uint8
 
     Q = {"scheme": "per_tensor_affine", "scale": float.hex(), "zero_point": int}
       | {"scheme": "per_channel_affine" | "per_channel_affine_float_qparams", "axis": int,
          "scales": name, "zero_points": name}
 
+Every name the record rebuilds as a view (a ``views`` entry, or an ``aliases`` entry whose
+target is a view) is also stored in the file as a *placeholder*: an empty uint8 tensor of shape
+``(0,)``, listed in ``placeholders`` (sorted; the field is left out when there is none). A reader
+that does not know the record then meets a tensor of the wrong shape under that name and refuses
+it naming the key (``load_state_dict`` even with ``strict=False``, transformers'
+``from_pretrained``: "size mismatch"), where it would otherwise leave the name out and keep or
+re-initialise what the model held. Aliases of a saved tensor and ``empty`` entries have none.
+
 Version 1 (written before conjugate, negative-bit and quantized views were kept) has the same
-fields without ``conj``/``neg``/``quant``/``qparams``; it is still read. Version 2 is written: a
-reader that knows only version 1 refuses it instead of loading those views wrong.
+fields without ``conj``/``neg``/``quant``/``qparams``; version 2 without ``placeholders`` (views
+were left out of the file). Both are still read. Version 3 is written: a reader that knows only
+versions 1 and 2 refuses it by its version.
 
 A file is untrusted input: :func:`parse` checks every field against the stored tensors (types,
 names, dtypes, shapes, offsets and byte bounds, quantizer parameters, no name written twice, no
-entry overwriting a stored tensor) and raises ValueError naming the entry, before anything is
-built. Nothing it accepts can read a byte outside the base it names.
+entry overwriting a stored tensor other than its own placeholder, every placeholder stored, empty
+uint8 of shape ``(0,)`` and standing for a view or an alias of one) and raises ValueError naming
+the entry, before anything is built. Nothing it accepts can read a byte outside the base it names
+or return a placeholder.
 """
 
 from __future__ import annotations
@@ -55,8 +67,8 @@ METADATA_KEY: Final = "__compat_sharing__"
 BASE_PREFIX: Final = "__alias_base__/"
 #: Name prefix of the per-channel scales and zero points of saved quantized views.
 QPARAMS_PREFIX: Final = "__qparams__/"
-FORMAT_VERSION: Final = 2
-_READABLE: Final = (1, 2)
+FORMAT_VERSION: Final = 3
+_READABLE: Final = (1, 2, 3)
 # Every torch dtype's itemsize divides 16 (complex128 is the widest), so a storage offset that is a
 # multiple of 16 bytes is a valid element offset for every dtype.
 ALIGN: Final = 16
@@ -134,7 +146,7 @@ def quant_fields(quant: Quantizer, store: Any) -> dict[str, Any]:
     }
 
 
-def _text(entry: dict[str, Any]) -> str:
+def _text(entry: dict[str, Any] | list[str]) -> str:
     return json.dumps(entry, separators=(",", ":"), sort_keys=True)
 
 
@@ -181,6 +193,7 @@ def dumps(
     bases: dict[str, str],
     empty: dict[str, str],
     qparams: list[str],
+    placeholders: list[str],
 ) -> str:
     """The record's JSON in the current format version: keys sorted everywhere, entries by name
     (the same text ``json.dumps(record, sort_keys=True)`` would give)."""
@@ -188,7 +201,8 @@ def dumps(
         f'"aliases":{_text(aliases)}',
         f'"bases":{_section(bases)}',
         f'"empty":{_section(empty)}',
-        *([f'"qparams":{json.dumps(qparams, separators=(",", ":"))}'] if qparams else []),
+        *([f'"placeholders":{_text(placeholders)}'] if placeholders else []),
+        *([f'"qparams":{_text(qparams)}'] if qparams else []),
         f'"version":{FORMAT_VERSION}',
         f'"views":{_section(views)}',
     ]
@@ -203,6 +217,7 @@ class _Parser:
         self.tensors = tensors
         self.qparams: set[str] = set()
         self.used_qparams: set[str] = set()
+        self.placeholders: set[str] = set()
 
     def fail(self, name: str, what: str) -> NoReturn:
         raise bad(name, what)
@@ -337,6 +352,7 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     version: int = record["version"]
     p = _Parser(tensors)
     sections = {"aliases", "views", "bases", "empty", *(("qparams",) if version >= 2 else ())}
+    sections |= {"placeholders"} if version >= 3 else set()
     p.obj(METADATA_KEY, record, {"version"}, frozenset(sections))
     for name, t in tensors.items():
         if not isinstance(name, str) or not isinstance(t, torch.Tensor):
@@ -344,6 +360,7 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
         if name == METADATA_KEY:
             raise bad(name, "a stored tensor uses the record's own key")
     _parse_qparams(p, record.get("qparams", []))
+    _parse_placeholders(p, record.get("placeholders", []))
     section = {}
     for key in ("aliases", "views", "bases", "empty"):
         value = record.get(key, {})
@@ -359,7 +376,12 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     aliases: dict[str, str] = {}
     for name, target in section["aliases"].items():
         _new_name(p, written, name)
-        saved = isinstance(target, str) and target in tensors and not is_reserved(target)
+        saved = (
+            isinstance(target, str)
+            and target in tensors
+            and not is_reserved(target)
+            and target not in p.placeholders  # a placeholder is only ever a view's stand-in
+        )
         if not saved and not (isinstance(target, str) and target in views):
             p.fail(name, f"alias target {show(target)} is not a stored or rebuilt name")
         aliases[name] = target
@@ -376,6 +398,9 @@ def parse(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     unused = p.qparams - p.used_qparams
     if unused:
         raise bad(min(unused), "a listed qparams tensor is used by no quantized entry")
+    for name in sorted(p.placeholders):
+        if name not in views and aliases.get(name) not in views:
+            raise bad(name, "a placeholder stands for no view (nor an alias of one)")
     return Record(bases, views, aliases, empty, sorted(p.qparams))
 
 
@@ -420,12 +445,31 @@ def _parse_qparams(p: _Parser, qparams: object) -> None:
         p.qparams.add(ref)
 
 
+def _parse_placeholders(p: _Parser, placeholders: object) -> None:
+    """The ``placeholders`` list: each a stored empty uint8 tensor under a name the record
+    rebuilds (checked once the views and aliases are read)."""
+    if not isinstance(placeholders, list):
+        raise bad(METADATA_KEY, f"placeholders {show(placeholders)} is not a list")
+    for name in placeholders:
+        if not isinstance(name, str) or is_reserved(name) or name in p.placeholders:
+            raise bad(METADATA_KEY, f"placeholders entry {show(name)} is not a new plain name")
+        t = p.tensor(name, "placeholder")
+        if t.dtype is not torch.uint8 or tuple(t.shape) != (0,):
+            p.fail(
+                name,
+                f"a placeholder must be empty uint8 of shape (0,), not {t.dtype} {tuple(t.shape)}",
+            )
+        p.placeholders.add(name)
+
+
 def _parse_bases(p: _Parser, entries: dict[str, Any]) -> dict[str, tuple[int, bool]]:
     """Each base's (pad, synthetic); then no stored tensor with a reserved prefix is unlisted."""
     tensors = p.tensors
     bases: dict[str, tuple[int, bool]] = {}
     for name, info in entries.items():
         base = p.tensor(name, "base tensor")
+        if name in p.placeholders:
+            p.fail(name, "a placeholder is a view's stand-in, never a base")
         spec = p.obj(name, info, {"pad"}, frozenset({"synthetic"}))
         pad = p.int_(name, "pad", spec["pad"], 0, ALIGN - 1)
         synthetic = p.flag(name, "synthetic", spec["synthetic"]) if "synthetic" in spec else False
@@ -450,7 +494,7 @@ def _new_name(p: _Parser, written: set[str], name: str) -> None:
     """``name`` may be rebuilt: not reserved, not stored, not rebuilt by another entry."""
     if is_reserved(name):
         p.fail(name, "a rebuilt name uses a reserved prefix")
-    if name in p.tensors:
+    if name in p.tensors and name not in p.placeholders:
         p.fail(name, "the entry would overwrite a stored tensor of that name")
     if name in written:
         p.fail(name, "the name is written twice (in two sections)")

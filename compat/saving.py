@@ -200,10 +200,29 @@ class _Writer:
         holder = {name: view_base.get(target, target) for name, target in self.aliases.items()}
         holder.update(view_base)
         metadata = dict(sorted(holder.items()))
+        placeholders = self.placeholders()
         metadata[METADATA_KEY] = _record.dumps(
-            self.aliases, self.views, self.bases, self.empty, sorted(self.qparams)
+            self.aliases, self.views, self.bases, self.empty, sorted(self.qparams), placeholders
         )
         return dict(sorted(self.to_save.items())), metadata
+
+    def placeholders(self) -> list[str]:
+        """Store an empty uint8 tensor of shape (0,) under each name the record rebuilds as a
+        view (a view, or an alias of one), on its base's device, and return those names, sorted.
+
+        A reader that does not know the record then meets a tensor of the wrong shape under that
+        name (transformers' ``from_pretrained``, ``load_state_dict``, even with ``strict=False``,
+        refuse it naming the key) instead of leaving the name out, which they would fill with
+        new values or skip. An alias of a saved tensor gets none: a reader that knows the
+        model's ties (transformers', ``load_state_dict`` into the shared object) restores it as
+        it restores its own files'."""
+        views, aliases, view_base = self.views, self.aliases, self.view_base
+        names = sorted({*views, *(name for name, target in aliases.items() if target in views)})
+        for name in names:
+            base = view_base[name if name in views else aliases[name]]
+            device = self.to_save[base].device
+            self.to_save[name] = torch.empty(0, dtype=torch.uint8, device=device)
+        return names
 
 
 def _raw_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -281,14 +300,19 @@ def _preference(preferred: Iterable[str]) -> dict[str, int]:
 def dedup_for_save(
     tensors: Mapping[str, torch.Tensor], *, preferred: Iterable[str] = ()
 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Tensors safetensors accepts, plus string metadata recording every name left out.
+    """Tensors safetensors accepts, plus string metadata recording every name not saved as itself.
 
     Returns ``(to_save, metadata)``. ``to_save`` holds contiguous tensors no two of which share a
     byte (``safetensors.torch.save_file`` accepts it); they may be views of the input's storages
     (nothing is copied for a tensor that is already contiguous) and live on the input's devices.
-    For every name left out, ``metadata[name]`` is the saved name holding its bytes (safetensors'
-    own ``save_model`` convention), and ``metadata["__compat_sharing__"]`` holds the JSON record
-    (:mod:`compat._record`) that :func:`restore_aliases` uses to rebuild it exactly.
+    For every name not saved as itself, ``metadata[name]`` is the saved name holding its bytes
+    (safetensors' own ``save_model`` convention), and ``metadata["__compat_sharing__"]`` holds
+    the JSON record (:mod:`compat._record`) that :func:`restore_aliases` uses to rebuild it.
+    ``to_save`` is the tensors kept plus an empty uint8 placeholder of shape ``(0,)`` under each
+    name only the record rebuilds as a view (a view, or an alias of one): a reader that does not
+    know the record (``load_state_dict`` even with ``strict=False``, transformers'
+    ``from_pretrained``) refuses that name for its shape, naming it, instead of leaving it out
+    and keeping or re-initialising what the model held. An alias of a saved tensor gets none.
 
     When there is nothing to record (every input name is saved as itself: no alias, view, base,
     recorded empty tensor or quantizer), ``metadata`` is ``{}``, without the record key, and
@@ -311,7 +335,7 @@ def dedup_for_save(
     * a conjugate or negative-bit view is never written as itself (safetensors would write its
       raw memory, which reads differently): it is stored the second way, its bit **recorded and
       re-applied** on load, so it keeps sharing its base's storage and reads exactly its own
-      values; a plain ``safetensors`` load does not return it;
+      values; a plain ``safetensors`` load returns its placeholder instead;
     * a quantized tensor (per tensor or per channel, any quantized dtype) is stored the second
       way too: its integer bytes in a base, its quantizer in the record (the scale as an exact
       float, per-channel scales and zero points as tensors under ``__qparams__/<digest>``,
@@ -327,7 +351,8 @@ def dedup_for_save(
     payloads, -0.0 and non-0/1 bools survive), the same conjugate/negative bits and quantizer, so
     the same values, and the same sharing among names; the bytes in ``to_save`` never exceed the
     sum of the distinct input storages' bytes (plus the per-channel quantizer tensors); a plain
-    ``safetensors.torch.load_file`` returns every kept name with its right values.
+    ``safetensors.torch.load_file`` returns every kept name with its right values and each
+    view's name (and each alias of a view's) as an empty uint8 placeholder of shape ``(0,)``.
     Deterministic and independent of the mapping's order.
 
     Raises:
@@ -359,23 +384,26 @@ def restore_aliases(
 ) -> dict[str, torch.Tensor]:
     """Rebuild every name :func:`dedup_for_save` left out, with its aliasing.
 
-    ``tensors`` is what was saved (as loaded, on any device), ``metadata`` what was saved with it.
-    Aliases come back as the very tensor they point to; views come back as views of the kept
-    covering tensor's storage (offset, dtype, shape and strides as recorded; conjugate and
-    negative bits re-applied; quantized views rebuilt with their quantizer over the same bytes),
-    so names that shared memory before share it again. Reserved ``__alias_base__/<i>`` and
+    ``tensors`` is what was saved (as loaded, on any device), ``metadata`` what was saved with it,
+    the placeholders included. Aliases come back as the very tensor they point to; views come
+    back as views of the kept covering tensor's storage (offset, dtype, shape and strides as
+    recorded; conjugate and negative bits re-applied; quantized views rebuilt with their
+    quantizer over the same bytes), so names that shared memory before share it again. Each
+    placeholder (the empty uint8 tensor stored under a view's name or an alias of a view's) is
+    replaced by that view; none is ever returned. Reserved ``__alias_base__/<i>`` and
     ``__qparams__/<digest>`` tensors are not returned. Without a ``__compat_sharing__`` record (a
     file written by safetensors itself, or one in which this module recorded nothing) the tensors
     are returned unchanged, unless one has a reserved name (then the record was lost:
-    ValueError). Reads records of format
-    versions 1 and 2. The result is sorted by name.
+    ValueError). Reads records of format versions 1, 2 (written before placeholders) and 3. The
+    result is sorted by name.
 
     The record is validated against ``tensors`` before anything is built (see
     :mod:`compat._record`): every view lies inside its base, every name is written once and never
-    over a stored tensor, every empty entry is empty, every quantizer is well-formed; nothing
-    uninitialised can come out. If a loaded base's storage offset is not 16-byte aligned as
-    recorded, it is first copied once into a fresh storage (the base name, when it is an original
-    name, then refers to that copy).
+    over a stored tensor other than its own placeholder, every listed placeholder is stored,
+    empty uint8 of shape ``(0,)`` and stands for a view or an alias of one, every empty entry is
+    empty, every quantizer is well-formed; nothing uninitialised can come out. If a loaded base's
+    storage offset is not 16-byte aligned as recorded, it is first copied once into a fresh
+    storage (the base name, when it is an original name, then refers to that copy).
 
     Raises:
         ValueError: a record that is not valid JSON of this format or disagrees with the stored
@@ -502,7 +530,8 @@ def save_file(
     of the metadata entries, which safetensors itself writes in no fixed order. Unlike
     safetensors it also saves tensors that share memory and non-contiguous tensors (as their
     contiguous copies). Read it back with :func:`load_file`; a plain
-    ``safetensors.torch.load_file`` of the file returns the kept names.
+    ``safetensors.torch.load_file`` of the file returns the kept names, and each view's name as
+    an empty uint8 placeholder (see :func:`dedup_for_save`).
 
     Raises:
         TypeError / ValueError: as :func:`dedup_for_save`; :class:`SaveInputError` (a

@@ -6,6 +6,7 @@ resolved values, how each tensor reads its bytes, and the sharing among names on
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import safetensors.torch
@@ -94,23 +95,75 @@ def assert_round_trip(
     )
 
 
+def is_placeholder(t: torch.Tensor) -> bool:
+    """The stand-in stored under a name the record rebuilds as a view: empty uint8 of (0,)."""
+    return t.dtype is torch.uint8 and tuple(t.shape) == (0,) and not t.is_quantized
+
+
+def placeholders(tensors: dict[str, torch.Tensor]) -> list[str]:
+    """The names under which ``tensors`` (a ``to_save``, or a plain load of a file) hold a
+    placeholder, sorted."""
+    return sorted(name for name, t in tensors.items() if is_placeholder(t))
+
+
+def view_names(metadata: dict[str, str]) -> set[str]:
+    """The names the record rebuilds as views: each view, and each alias whose target is one
+    (where a placeholder must be stored, and nowhere else)."""
+    if METADATA_KEY not in metadata:
+        return set()
+    record = json.loads(metadata[METADATA_KEY])
+    views = set(record["views"])
+    return views | {name for name, target in record["aliases"].items() if target in views}
+
+
+def assert_placeholders(
+    tensors: dict[str, torch.Tensor], to_save: dict[str, torch.Tensor], metadata: dict[str, str]
+) -> set[str]:
+    """A placeholder is stored under each view name and alias of one, exactly, and listed
+    (sorted) in the record; each input name is stored as itself, as a placeholder, or not at all
+    (an alias of a saved tensor, an empty entry). Returns the placeholders' names."""
+    stand_ins = view_names(metadata)
+    assert stand_ins <= set(tensors)
+    if stand_ins:
+        assert json.loads(metadata[METADATA_KEY])["placeholders"] == sorted(stand_ins)
+    elif METADATA_KEY in metadata:
+        assert "placeholders" not in json.loads(metadata[METADATA_KEY])
+    for name in stand_ins:
+        assert is_placeholder(to_save[name]), name
+        assert tensors[name].numel(), name  # a view holds elements, so never looks like one
+    itself = {
+        name
+        for name, t in tensors.items()
+        if name in to_save and (to_save[name].dtype, to_save[name].shape) == (t.dtype, t.shape)
+    }
+    assert not itself & stand_ins
+    kept = {n for n in to_save if not n.startswith((QPARAMS_PREFIX, "__alias_base__/"))}
+    assert kept == itself | stand_ins
+    # a record exactly when a name is not saved as itself; without one, no metadata at all
+    assert (METADATA_KEY in metadata) == (itself != set(tensors))
+    assert METADATA_KEY in metadata or metadata == {}
+    return stand_ins
+
+
 def save_and_restore(
     tensors: dict[str, torch.Tensor], **kwargs: Any
 ) -> tuple[dict[str, torch.Tensor], dict[str, str], dict[str, torch.Tensor]]:
     """dedup_for_save, through safetensors bytes (which must accept it), then restore_aliases.
 
-    Also checks what a plain safetensors load sees: every kept original name reads its own
-    values (a lazy-bit or quantized tensor is never written as itself).
+    Also checks the placeholders (:func:`assert_placeholders`) and what a plain safetensors load
+    sees: every kept original name reads its own values (a lazy-bit or quantized tensor is never
+    written as itself), and each view's name (and each alias of a view's) an empty placeholder.
     """
     to_save, metadata = compat.dedup_for_save(tensors, **kwargs)
     assert all(t.is_contiguous() for t in to_save.values())
     assert oracle.overlapping_groups(to_save, oracle.address_origins(to_save)) == set()
+    stand_ins = assert_placeholders(tensors, to_save, metadata)
     blob = safetensors.torch.save(to_save, metadata=metadata)  # raises if it refuses
     loaded = safetensors.torch.load(blob)
     assert set(loaded) == set(to_save)
     for name in set(loaded) & set(tensors):
-        assert oracle.values(loaded[name]) == oracle.values(tensors[name]), name
-    # a record exactly when a name is not saved as itself; without one, no metadata at all
-    assert (METADATA_KEY in metadata) == (set(to_save) != set(tensors))
-    assert METADATA_KEY in metadata or metadata == {}
+        if name in stand_ins:
+            assert is_placeholder(loaded[name]), name
+        else:
+            assert oracle.values(loaded[name]) == oracle.values(tensors[name]), name
     return to_save, metadata, compat.restore_aliases(loaded, metadata)

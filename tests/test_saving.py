@@ -10,6 +10,12 @@ Sections, in order:
   that aligns every member; storages imported separately from one misaligned buffer are refused
   with the whole message; and the plan is built on the input's device whatever torch's default
   device is.
+* **Placeholders.** The writer stores an empty uint8 (0,) placeholder exactly under each view's
+  name and each alias of a view's, none under an alias of a saved tensor (hypothesis, judged by
+  the record and apart from it); ``load_state_dict(..., strict=False)`` of a plain
+  ``safetensors.torch.load_file`` of a module whose parameters are views of one another raises
+  a size mismatch naming each view's key, where the version-2 file (no placeholders) loaded
+  silently without them.
 * **Paths.** ``restore_aliases`` given a base at an aligned, a padded or a misaligned storage
   offset: the base is used in place when its offset is as recorded (modulo 16 bytes), else copied
   once, the base name then referring to the copy its views share; reserved names never come out,
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +81,7 @@ def test_identical_plain_aliases_are_one_tensor_and_an_alias() -> None:
         "aliases": {"b": "a"},
         "bases": {},
         "empty": {},
-        "version": 2,
+        "version": 3,
         "views": {},
     }
 
@@ -85,7 +92,8 @@ def test_touching_regions_of_bytes_share_one_synthetic_base() -> None:
     x = torch.arange(20, dtype=torch.int32) * 1000 + 7
     sd = {"a": x[0:6], "b": x[4:10], "c": x[10:16], "d": x[14:20]}
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["__alias_base__/0"]
+    assert list(to_save) == ["__alias_base__/0", "a", "b", "c", "d"]
+    assert roundtrip.placeholders(to_save) == ["a", "b", "c", "d"]
     base = to_save["__alias_base__/0"]
     assert base.dtype == torch.uint8 and base.shape == (80,)
     assert base.data_ptr() == x.data_ptr()  # cut from the input, not copied
@@ -98,7 +106,8 @@ def test_separate_regions_of_bytes_get_bases_numbered_from_zero() -> None:
     y = torch.arange(40, dtype=torch.int32)
     sd = {"a": x[0:6], "b": x[4:10], "p": y[0:6], "q": y[4:10]}
     to_save, metadata = compat.dedup_for_save(sd)
-    assert sorted(to_save) == ["__alias_base__/0", "__alias_base__/1"]
+    assert sorted(to_save) == ["__alias_base__/0", "__alias_base__/1", "a", "b", "p", "q"]
+    assert roundtrip.placeholders(to_save) == ["a", "b", "p", "q"]
     assert sorted(record(metadata)["bases"]) == ["__alias_base__/0", "__alias_base__/1"]
     assert_round_trip(sd)
 
@@ -109,7 +118,8 @@ def test_a_base_gets_the_pad_that_aligns_every_member() -> None:
     buf = torch.arange(20, dtype=torch.uint8)
     sd = {"b": buf[1:], "w": buf.view(torch.int32)[1:]}
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["b"]
+    assert list(to_save) == ["b", "w"]
+    assert roundtrip.placeholders(to_save) == ["w"]
     rec = record(metadata)
     assert rec["bases"] == {"b": {"pad": 1}}
     assert rec["views"]["w"]["offset"] == 3
@@ -200,6 +210,100 @@ def test_a_meta_tensor_is_refused_naming_its_key_and_the_way_out() -> None:
     )
 
 
+# === Placeholders =================================================================================
+
+
+@pytest.mark.examples(100)
+@roundtrip.hyp
+@given(data=st.data())
+def test_a_placeholder_is_stored_exactly_under_each_view_and_each_alias_of_a_view(
+    data: st.DataObject,
+) -> None:
+    """By the record: the placeholders are its views and the aliases of its views, listed sorted,
+    each an empty uint8 (0,) in ``to_save``; an alias of a saved tensor and an empty entry are
+    left out of ``to_save``. Apart from the record: a name holds a placeholder exactly when it
+    has elements, is not saved as itself and is not identical (the oracle's groups) to a name
+    that is."""
+    case = data.draw(cases("cpu"), label="case")
+    sd = case.tensors
+    to_save, metadata = compat.dedup_for_save(sd)
+    rec = record(metadata) if metadata else {"views": {}, "aliases": {}, "empty": {}}
+    views = set(rec["views"])
+    of_views = {name for name, target in rec["aliases"].items() if target in views}
+    of_saved = set(rec["aliases"]) - of_views
+    assert rec.get("placeholders", []) == sorted(views | of_views)
+    itself = {
+        name
+        for name, t in sd.items()
+        if name in to_save and (to_save[name].dtype, to_save[name].shape) == (t.dtype, t.shape)
+    }
+    tied_to_saved = {
+        name
+        for group in oracle.identical_groups(sd, case.origins)
+        if group & itself
+        for name in group
+    }
+    want = {name for name, t in sd.items() if t.numel() and name not in tied_to_saved | itself}
+    assert views | of_views == want
+    for name in sd:
+        if name in want:
+            assert roundtrip.is_placeholder(to_save[name]), name
+        elif name not in itself:
+            assert name in of_saved | set(rec["empty"]) and name not in to_save, name
+
+
+def test_the_placeholders_of_a_base_named_by_the_empty_string() -> None:
+    """A base saved under ``""`` (a falsy name): the view and the alias of the view beside it get
+    their placeholders on the base's device (a lookup by truth raised KeyError here)."""
+    x = torch.arange(8.0)
+    sd = {"": x, "a": x[2:4], "b": x[2:4]}
+    to_save, metadata = compat.dedup_for_save(sd)
+    assert list(to_save) == ["", "a", "b"] and roundtrip.placeholders(to_save) == ["a", "b"]
+    assert record(metadata)["views"]["a"]["base"] == "" and record(metadata)["aliases"] == {
+        "b": "a"
+    }
+    assert_round_trip(sd)
+
+
+class Fused(torch.nn.Module):
+    """A fused ``qkv`` parameter with ``q``, ``k`` and a transposed ``kT`` that are views of it,
+    and a ``bias`` of its own."""
+
+    def __init__(self, start: float) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Parameter(torch.arange(12.0) + start)
+        self.q = torch.nn.Parameter(self.qkv.data[0:4])
+        self.k = torch.nn.Parameter(self.qkv.data[4:8])
+        self.kT = torch.nn.Parameter(self.qkv.data[4:12].view(2, 4).t())
+        self.bias = torch.nn.Parameter(torch.arange(2.0) + start)
+
+
+def test_load_state_dict_refuses_a_views_placeholder_naming_it_instead_of_skipping_it(
+    tmp_path: Path,
+) -> None:
+    """A plain ``safetensors.torch.load_file`` of compat's file into ``load_state_dict``, even with
+    ``strict=False``: each view's name meets its placeholder, a size mismatch torch raises for,
+    naming the key. The version-2 file (the same without placeholders) loaded silently, reporting
+    the views' names only as missing keys. compat's own load_file brings every name back."""
+    path = tmp_path / "fused.safetensors"
+    compat.save_file(Fused(100.0).state_dict(), path)
+    plain = safetensors.torch.load_file(path)
+    views = ["k", "kT", "q"]
+    assert roundtrip.placeholders(plain) == views
+    fresh = Fused(0.0)
+    with pytest.raises(RuntimeError) as info:
+        fresh.load_state_dict(plain, strict=False)
+    mismatched = re.findall(
+        r"size mismatch for (\w+): copying a param with shape torch\.Size\(\[0\]\)", str(info.value)
+    )
+    assert sorted(mismatched) == views
+    before = {name: t for name, t in plain.items() if name not in views}  # the version-2 file
+    assert sorted(Fused(0.0).load_state_dict(before, strict=False).missing_keys) == views
+    fresh.load_state_dict(compat.load_file(path))
+    for name, t in Fused(100.0).state_dict().items():
+        assert torch.equal(fresh.state_dict()[name], t), name
+
+
 # === Paths of saving and loading ==================================================================
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -265,11 +369,12 @@ def assert_restored(out: dict[str, torch.Tensor], sd: dict[str, torch.Tensor]) -
 def test_a_base_at_its_recorded_offset_is_used_in_place() -> None:
     sd = words_of_bytes()
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["bytes"]
+    assert list(to_save) == ["bytes", "words"]
+    assert roundtrip.placeholders(to_save) == ["words"]
     assert record(metadata)["bases"] == {"bytes": {"pad": 0}}
     for offset in (0, 16, 32):  # 16-byte aligned as recorded: nothing is copied
         base = to_save["bytes"].clone() if offset == 0 else placed_at(to_save["bytes"], offset)
-        out = compat.restore_aliases({"bytes": base}, metadata)
+        out = compat.restore_aliases({**to_save, "bytes": base}, metadata)
         assert_restored(out, sd)
         assert out["bytes"] is base, offset
         assert same_storage(out["words"], base), offset
@@ -281,7 +386,7 @@ def test_a_misaligned_original_base_is_copied_once_and_its_views_share_the_copy(
     to_save, metadata = compat.dedup_for_save(sd)
     for offset in (1, 3, 4, 8, 17):
         base = placed_at(to_save["bytes"], offset)
-        out = compat.restore_aliases({"bytes": base}, metadata)
+        out = compat.restore_aliases({**to_save, "bytes": base}, metadata)
         assert_restored(out, sd)
         assert out["bytes"] is not base, offset
         assert not same_storage(out["bytes"], base), offset
@@ -297,10 +402,11 @@ def test_a_misaligned_wider_base_keeps_its_dtype_shape_and_views() -> None:
     w = torch.arange(24, dtype=torch.int32).reshape(4, 6) * 101 - 5
     sd = {"w": w, "row": w[2], "half": w.view(torch.int16)[1]}
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["w"]
+    assert list(to_save) == ["half", "row", "w"]
+    assert roundtrip.placeholders(to_save) == ["half", "row"]
     base = placed_at(to_save["w"], 4)  # int32-aligned, not 16-byte aligned
     assert base.storage_offset() == 1
-    out = compat.restore_aliases({"w": base}, metadata)
+    out = compat.restore_aliases({**to_save, "w": base}, metadata)
     assert_restored(out, sd)
     assert out["w"] is not base
     assert out["w"].stride() == (6, 1)
@@ -314,17 +420,18 @@ def test_a_misaligned_wider_base_keeps_its_dtype_shape_and_views() -> None:
 def test_a_padded_base_is_used_in_place_only_at_its_pad() -> None:
     sd = padded()
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["b"]
+    assert list(to_save) == ["b", "w"]
+    assert roundtrip.placeholders(to_save) == ["w"]
     assert record(metadata)["bases"] == {"b": {"pad": 1}}
     assert record(metadata)["views"]["w"]["offset"] == 1
     at_pad = placed_at(to_save["b"], 1)
-    out = compat.restore_aliases({"b": at_pad}, metadata)
+    out = compat.restore_aliases({**to_save, "b": at_pad}, metadata)
     assert_restored(out, sd)
     assert out["b"] is at_pad
     assert out["w"].data_ptr() == at_pad.data_ptr() + 1
     for offset in (0, 2, 16):  # below the pad, or not pad modulo 16: copied
         base = placed_at(to_save["b"], offset)
-        out = compat.restore_aliases({"b": base}, metadata)
+        out = compat.restore_aliases({**to_save, "b": base}, metadata)
         assert_restored(out, sd)
         assert out["b"] is not base, offset
         assert out["b"].storage_offset() == 1, offset
@@ -334,10 +441,11 @@ def test_a_padded_base_is_used_in_place_only_at_its_pad() -> None:
 def test_a_misaligned_synthetic_base_is_copied_and_never_returned() -> None:
     sd = straddling()
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["__alias_base__/0"]
+    assert list(to_save) == ["__alias_base__/0", "a", "b"]
+    assert roundtrip.placeholders(to_save) == ["a", "b"]
     for offset in (0, 3, 16, 21):
         base = placed_at(to_save["__alias_base__/0"], offset)
-        out = compat.restore_aliases({"__alias_base__/0": base}, metadata)
+        out = compat.restore_aliases({**to_save, "__alias_base__/0": base}, metadata)
         assert_restored(out, sd)  # no reserved name comes back
         assert same_storage(out["a"], out["b"]), offset
         assert out["a"][4:].data_ptr() == out["b"].data_ptr(), offset
@@ -350,7 +458,7 @@ def test_a_non_contiguous_synthetic_base_is_read_in_its_logical_order() -> None:
     flat = to_save["__alias_base__/0"]
     spread = torch.full((2 * flat.numel(),), 0x5A, dtype=torch.uint8)
     spread[::2] = flat
-    out = compat.restore_aliases({"__alias_base__/0": spread[::2]}, metadata)
+    out = compat.restore_aliases({**to_save, "__alias_base__/0": spread[::2]}, metadata)
     assert_restored(out, sd)
     assert out["a"][4:].data_ptr() == out["b"].data_ptr()
 
@@ -421,7 +529,8 @@ def test_a_file_with_a_padded_base_loads_back_sharing(tmp_path: Path) -> None:
     path = tmp_path / "padded.safetensors"
     compat.save_file(sd, path)
     tensors, metadata = file_contents(path)
-    assert list(tensors) == ["b"]
+    assert list(tensors) == ["b", "w"]
+    assert roundtrip.placeholders(tensors) == ["w"]
     assert raw(tensors["b"]) == raw(sd["b"])
     assert metadata["w"] == "b"
     out = compat.load_file(path)
@@ -504,7 +613,8 @@ def test_identical_views_share_one_entry_named_after_the_preferred_or_smallest()
     sd = {"qkv": x, "k2": x[4:8], "k1": x[4:8], "v": x[8:12]}
     for preferred, kept, left in (((), "k1", "k2"), (("k2",), "k2", "k1")):
         to_save, metadata = compat.dedup_for_save(sd, preferred=preferred)
-        assert list(to_save) == ["qkv"]
+        assert list(to_save) == ["k1", "k2", "qkv", "v"]  # the alias of a view: a placeholder too
+        assert roundtrip.placeholders(to_save) == ["k1", "k2", "v"]
         rec = record(metadata)
         assert sorted(rec["views"]) == sorted([kept, "v"]), preferred
         assert rec["views"][kept] == {
@@ -613,10 +723,11 @@ def test_restore_aliases_reads_a_base_handed_in_any_layout(
     (transposed, strided, at an offset): the restored base and its views read those values."""
     w = torch.arange(6, dtype=torch.int32).reshape(2, 3)
     to_save, metadata = compat.dedup_for_save({"w": w, "row": w[1], "col": w[:, 2]})
-    assert list(to_save) == ["w"]
+    assert list(to_save) == ["col", "row", "w"]
+    assert roundtrip.placeholders(to_save) == ["col", "row"]
     handed = relayout(to_save["w"])
     assert torch.equal(handed, w)
-    out = compat.restore_aliases({"w": handed}, metadata)
+    out = compat.restore_aliases({**to_save, "w": handed}, metadata)
     assert torch.equal(out["w"], w)
     assert torch.equal(out["row"], w[1]) and torch.equal(out["col"], w[:, 2])
 
@@ -700,12 +811,13 @@ def test_a_copied_contiguous_base_keeps_the_strides_it_was_handed_in() -> None:
     b = (torch.arange(32, dtype=torch.uint8) * 37 + 11).to(torch.uint8)
     sd = {"rows": b.reshape(1, 32), "words": b.view(torch.int32)}
     to_save, metadata = compat.dedup_for_save(sd)
-    assert list(to_save) == ["rows"]
+    assert list(to_save) == ["rows", "words"]
+    assert roundtrip.placeholders(to_save) == ["words"]
     buf = torch.full((3 + 32 + 8,), 0xA5, dtype=torch.uint8)
     buf[3:35] = b
     handed = torch.empty(0, dtype=torch.uint8).set_(buf.untyped_storage(), 3, (1, 32), (7, 1))
     assert handed.is_contiguous() and handed.stride() == (7, 1)
-    out = compat.restore_aliases({"rows": handed}, metadata)
+    out = compat.restore_aliases({**to_save, "rows": handed}, metadata)
     assert out["rows"].stride() == (7, 1)
     assert not same_storage(out["rows"], handed)  # copied: byte 3 is not 16-byte aligned
     assert same_storage(out["rows"], out["words"])

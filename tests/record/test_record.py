@@ -3,10 +3,12 @@
 ``tests/record/test_fields.py`` pins the checks of one view or quantizer; this file pins what is
 checked around them, each with a hand-made record: the metadata mapping and the record's JSON
 text, the format version and which sections it may hold, the stored tensors (names, types,
-reserved prefixes), the ``qparams`` list, the bases (pad, ``synthetic``, bits, shape), names
-written twice, alias targets, empty entries and unused qparams tensors. Every refusal is a
-ValueError whose whole text names the entry and says what is wrong and what is accepted; the
-boundary cases beside them (pad 15, version 1) are accepted.
+reserved prefixes), the ``qparams`` list, the ``placeholders`` list (version 3: each a stored
+empty uint8 tensor of shape (0,) standing for a view or an alias of one, never a base, never an
+alias target), the bases (pad, ``synthetic``, bits, shape), names written twice, alias targets,
+empty entries and unused qparams tensors. Every refusal is a ValueError whose whole text names
+the entry and says what is wrong and what is accepted; the boundary cases beside them (pad 15,
+version 1, a version-3 view and an alias of it over their placeholders) are accepted.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ U8 = torch.arange(16, dtype=torch.uint8)
 F32 = torch.arange(4, dtype=torch.float32)
 QPARAM = torch.tensor([0.5, 0.25])
 VIEW = {"base": "b", "offset": 0, "dtype": "uint8", "shape": [4], "stride": [1]}
+P = torch.empty(0, dtype=torch.uint8)  # a placeholder
 
 
 def text(**record: Any) -> dict[str, str]:
@@ -34,6 +37,11 @@ def text(**record: Any) -> dict[str, str]:
 
 def with_base(**record: Any) -> dict[str, str]:
     return text(bases={"b": {"pad": 0}}, **record)
+
+
+def v3(**record: Any) -> dict[str, str]:
+    """A version-3 record with the base ``b`` and ``record``'s sections."""
+    return {KEY: json.dumps({"version": 3, "bases": {"b": {"pad": 0}}, **record})}
 
 
 message = messages.record_entry
@@ -58,10 +66,10 @@ REFUSALS: list[tuple[str, dict[Any, Any], Any, str, str]] = [
     ("record-not-a-str", {"b": U8}, {KEY: 5}, KEY, "5 (int) is not a str"),
     ("record-not-json", {"b": U8}, {KEY: "{"}, KEY, f"not valid JSON ({json_error('{')})"),
     ("record-not-an-object", {"b": U8}, {KEY: "[1]"}, KEY, "[1] (list) is not a JSON object"),
-    ("version-unknown", {"b": U8}, {KEY: '{"version": 3}'}, KEY,
-     "format version 3 (int) is not one of (1, 2)"),
+    ("version-unknown", {"b": U8}, {KEY: '{"version": 4}'}, KEY,
+     "format version 4 (int) is not one of (1, 2, 3)"),
     ("version-a-bool", {"b": U8}, {KEY: '{"version": true}'}, KEY,
-     "format version True (bool) is not one of (1, 2)"),
+     "format version True (bool) is not one of (1, 2, 3)"),
     ("version-1-has-no-qparams", {"b": U8}, {KEY: '{"version": 1, "qparams": []}'}, KEY,
      "fields ['qparams', 'version'] (missing [], unknown ['qparams'])"),
     ("unknown-section", {"b": U8}, text(extra={}), KEY,
@@ -144,6 +152,40 @@ REFUSALS: list[tuple[str, dict[Any, Any], Any, str, str]] = [
      {KEY: json.dumps({"version": 1, "empty": {"e": {"dtype": "float32", "shape": [0],
                                                      "conj": False}}})}, "e",
      "fields ['conj', 'dtype', 'shape'] (missing [], unknown ['conj'])"),
+    ("placeholders-in-version-2", {"b": U8}, text(placeholders=[]), KEY,
+     "fields ['placeholders', 'version'] (missing [], unknown ['placeholders'])"),
+    ("placeholders-not-a-list", {"b": U8}, v3(placeholders={}), KEY,
+     "placeholders {} (dict) is not a list"),
+    ("placeholder-entry-not-a-str", {"b": U8}, v3(placeholders=[0]), KEY,
+     "placeholders entry 0 (int) is not a new plain name"),
+    ("placeholder-entry-twice", {"b": U8, "v": P}, v3(views={"v": VIEW}, placeholders=["v", "v"]),
+     KEY, "placeholders entry 'v' (str) is not a new plain name"),
+    ("placeholder-entry-reserved", {"b": U8, "__qparams__/0": P},
+     v3(placeholders=["__qparams__/0"]), KEY,
+     "placeholders entry '__qparams__/0' (str) is not a new plain name"),
+    ("placeholder-missing", {"b": U8}, v3(views={"v": VIEW}, placeholders=["v"]), "v",
+     "the placeholder is not among the stored tensors"),
+    ("placeholder-not-uint8", {"b": U8, "v": F32[:0]}, v3(views={"v": VIEW}, placeholders=["v"]),
+     "v", "a placeholder must be empty uint8 of shape (0,), not torch.float32 (0,)"),
+    ("placeholder-a-real-tensor", {"b": U8, "v": U8[:4]},
+     v3(views={"v": VIEW}, placeholders=["v"]), "v",
+     "a placeholder must be empty uint8 of shape (0,), not torch.uint8 (4,)"),
+    ("placeholder-a-base", {"b": U8, "p": P},
+     v3(bases={"b": {"pad": 0}, "p": {"pad": 0}}, views={"p": VIEW}, placeholders=["p"]), "p",
+     "a placeholder is a view's stand-in, never a base"),
+    ("placeholder-of-an-alias-of-a-stored-tensor", {"b": U8, "a": P},
+     v3(aliases={"a": "b"}, placeholders=["a"]), "a",
+     "a placeholder stands for no view (nor an alias of one)"),
+    ("placeholder-of-an-empty-entry", {"b": U8, "e": P},
+     v3(empty={"e": {"dtype": "float32", "shape": [0]}}, placeholders=["e"]), "e",
+     "a placeholder stands for no view (nor an alias of one)"),
+    ("placeholder-of-nothing", {"b": U8, "p": P}, v3(placeholders=["p"]), "p",
+     "a placeholder stands for no view (nor an alias of one)"),
+    ("alias-target-a-placeholder-of-an-alias", {"b": U8, "v": P, "w": P},
+     v3(views={"v": VIEW}, aliases={"a": "w", "w": "v"}, placeholders=["v", "w"]), "a",
+     "alias target 'w' (str) is not a stored or rebuilt name"),
+    ("view-over-an-unlisted-placeholder", {"b": U8, "v": P}, v3(views={"v": VIEW}), "v",
+     "the entry would overwrite a stored tensor of that name"),
 ]  # fmt: skip
 
 
@@ -167,6 +209,16 @@ def test_the_largest_pad_and_the_first_version_are_accepted() -> None:
     record = {"version": 1, "bases": {"b": {"pad": 0}}, "views": {"v": view}}
     out = compat.restore_aliases({"b": U8}, {KEY: json.dumps(record)})
     assert out["v"].tolist() == [4, 5] and out["v"].data_ptr() == U8.data_ptr() + 4
+
+
+def test_a_view_and_an_alias_of_it_come_back_over_their_placeholders() -> None:
+    """Version 3: ``v`` and its alias ``w`` are stored as placeholders, listed; both come back as
+    the view of ``b`` (the very same tensor), the placeholders never."""
+    record = v3(views={"v": {**VIEW, "offset": 4}}, aliases={"w": "v"}, placeholders=["v", "w"])
+    out = compat.restore_aliases({"b": U8, "v": P, "w": torch.empty(0, dtype=torch.uint8)}, record)
+    assert list(out) == ["b", "v", "w"]
+    assert out["v"].tolist() == [4, 5, 6, 7] and out["v"].data_ptr() == U8.data_ptr() + 4
+    assert out["w"] is out["v"]
 
 
 def test_a_plain_file_with_other_metadata_comes_back_as_it_is() -> None:

@@ -1,10 +1,11 @@
 """A saved file is untrusted input: restore_aliases / load_file check every field of the record.
 
-Hand-crafted records (one per rule), hypothesis over the record's fields, and bytes flipped in a
-real file: each either raises a clear error naming the entry, or loads something safe: no stored
-tensor overwritten, no reserved name returned, no rebuilt tensor reading a byte outside the base
-its record names, no empty entry with elements. Also: version-1 records are still read, and
-load_file refuses an absent device of any form before opening the file.
+Hand-crafted records (one per rule, the placeholders' included), hypothesis over the record's
+fields, and bytes flipped in a real file: each either raises a clear error naming the entry, or
+loads something safe: no stored tensor overwritten but a placeholder, no placeholder and no
+reserved name returned, no rebuilt tensor reading a byte outside the base its record names, no
+empty entry with elements. Also: version-1 and version-2 files (no placeholders) are still read,
+and load_file refuses an absent device of any form before opening the file.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ hyp = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 def rich() -> Tensors:
     """A state dict whose record uses every section: bases (kept and synthetic), views with and
-    without bits, aliases, empty entries, quantizers per tensor and per channel."""
+    without bits, aliases (of a saved tensor, of a view), empty entries, quantizers per tensor
+    and per channel, placeholders."""
     buf = torch.arange(12.0)
     z = torch.arange(4.0).to(torch.complex64) * (1 + 1j)
     w = torch.quantize_per_channel(
@@ -48,6 +50,7 @@ def rich() -> Tensors:
     return {
         "qkv": buf,
         "q": buf[:4],
+        "q_tied": buf[:4],  # an alias of the view q: a placeholder too
         "kT": buf[4:].view(2, 4).t(),
         "tied": buf,
         "zc": z.conj(),
@@ -71,8 +74,12 @@ def restore(tensors: Tensors, record: Record | str) -> Tensors:
 
 def test_the_rich_record_uses_every_section_and_round_trips() -> None:
     tensors, record = saved()
-    assert {"aliases", "views", "bases", "empty", "qparams", "version"} <= set(record)
+    assert {"aliases", "views", "bases", "empty", "qparams", "placeholders", "version"} <= set(
+        record
+    )
     assert all(record[k] for k in ("aliases", "views", "bases", "empty", "qparams"))
+    assert record["aliases"] == {"q_tied": "q", "tied": "qkv"}
+    assert record["placeholders"] == sorted({*record["views"], "q_tied"})
     assert any(info.get("synthetic") for info in record["bases"].values())
     assert {"conj", "quant"} <= {k for v in record["views"].values() for k in v}
     sd = rich()
@@ -221,12 +228,79 @@ def record_key_as_a_tensor(tensors: Tensors, record: Record) -> str:
     return METADATA_KEY
 
 
+PLACEHOLDER = torch.empty(0, dtype=torch.uint8)
+
+
+def list_placeholder(
+    name: Any, stored: torch.Tensor | None = None, *, named: str | None = None
+) -> Mutation:
+    """Add ``name`` to the placeholders list (and store ``stored`` under it when given); the
+    refusal names ``named`` (the list's own entry, the record key, for a bad list item), else
+    ``name``."""
+
+    def mutate(tensors: Tensors, record: Record) -> str:
+        if stored is not None:
+            tensors[name] = stored
+        record["placeholders"].append(name)
+        return named or name
+
+    return mutate
+
+
+def store_as_placeholder(name: str, value: torch.Tensor) -> Mutation:
+    """Store ``value`` under the listed placeholder ``name`` instead of an empty uint8."""
+
+    def mutate(tensors: Tensors, record: Record) -> str:
+        assert name in record["placeholders"]
+        tensors[name] = value
+        return name
+
+    return mutate
+
+
+def placeholder_not_stored(tensors: Tensors, record: Record) -> str:
+    del tensors["q"]
+    return "q"
+
+
+def placeholder_as_a_base(tensors: Tensors, record: Record) -> str:
+    record["bases"]["q"] = {"pad": 0}
+    return "q"
+
+
+def alias_to_a_placeholder_of_an_alias(tensors: Tensors, record: Record) -> str:
+    """``a`` -> ``q_tied`` (itself an alias of the view q), listed first: unchecked, ``a`` would
+    come back as q_tied's placeholder, read before q_tied is replaced."""
+    record["aliases"] = {"a": "q_tied", **record["aliases"]}
+    return "a"
+
+
+def placeholders_unlisted(tensors: Tensors, record: Record) -> str:
+    """The placeholders stored, the list dropped: each view name is then over a stored tensor."""
+    del record["placeholders"]
+    return "kT"  # the first view met
+
+
+def v2_with_placeholders(tensors: Tensors, record: Record) -> str:
+    record["version"] = 2
+    return METADATA_KEY
+
+
 def top(field: str, value: Any) -> Mutation:
     def mutate(tensors: Tensors, record: Record) -> str:
         record[field] = value
         return METADATA_KEY
 
     return mutate
+
+
+def as_written_by(version: int, tensors: Tensors, record: Record) -> None:
+    """In place: the file the writer of format ``version`` (1 or 2) wrote for the same state
+    dict (for version 1, one without bits or quantizers): no placeholder tensors, no
+    ``placeholders`` field."""
+    for name in record.pop("placeholders", []):
+        del tensors[name]
+    record["version"] = version
 
 
 def v1_with(field: str, value: Any) -> Mutation:
@@ -238,7 +312,8 @@ def v1_with(field: str, value: Any) -> Mutation:
         tensors.clear()
         tensors.update(to_save)
         record.clear()
-        record.update(json.loads(metadata[METADATA_KEY]), version=1)
+        record.update(json.loads(metadata[METADATA_KEY]))
+        as_written_by(1, tensors, record)
         record["views"]["q"][field] = value
         return "q"
 
@@ -315,10 +390,60 @@ CRAFTED: dict[str, tuple[Mutation, str]] = {
     "unknown section": (top("extra", {}), r"unknown \['extra'\]"),
     "section not an object": (top("views", []), "'views' is not an object"),
     "qparams not a list": (top("qparams", {}), "qparams .* is not a list"),
-    "future version": (top("version", 3), r"format version 3 \(int\) is not one of \(1, 2\)"),
+    "future version": (top("version", 4), r"format version 4 \(int\) is not one of \(1, 2, 3\)"),
     "version as a string": (top("version", "2"), "format version '2'"),
     "version as a bool": (top("version", True), "format version True"),
     "version 1 with a conj bit": (v1_with("conj", True), r"unknown \['conj'\]"),
+    "placeholders not a list": (top("placeholders", {}), r"placeholders \{\} \(dict\) is not a"),
+    "placeholder naming a stored real tensor": (
+        list_placeholder("qkv"),
+        r"empty uint8 of shape \(0,\), not torch\.float32 \(12,\)",
+    ),
+    "placeholder of another dtype": (
+        store_as_placeholder("q", torch.empty(0, dtype=torch.int8)),
+        r"empty uint8 of shape \(0,\), not torch\.int8 \(0,\)",
+    ),
+    "placeholder holding a byte": (
+        store_as_placeholder("q", torch.zeros(1, dtype=torch.uint8)),
+        r"empty uint8 of shape \(0,\), not torch\.uint8 \(1,\)",
+    ),
+    "placeholder of another empty shape": (
+        store_as_placeholder("kT", torch.empty(0, 1, dtype=torch.uint8)),
+        r"empty uint8 of shape \(0,\), not torch\.uint8 \(0, 1\)",
+    ),
+    "placeholder listed twice": (
+        list_placeholder("q", named=METADATA_KEY),
+        r"placeholders entry 'q' \(str\) is not a new plain name",
+    ),
+    "placeholder under a reserved name": (
+        list_placeholder("__alias_base__/0", named=METADATA_KEY),
+        r"placeholders entry '__alias_base__/0' \(str\) is not a new plain name",
+    ),
+    "placeholder under the record key": (
+        list_placeholder(METADATA_KEY),
+        r"placeholders entry '__compat_sharing__' \(str\) is not a new plain name",
+    ),
+    "placeholder not a str": (
+        list_placeholder(5, named=METADATA_KEY),
+        r"placeholders entry 5 \(int\) is not a new plain name",
+    ),
+    "placeholder not stored": (placeholder_not_stored, "placeholder is not among the stored"),
+    "placeholder for an alias of a saved tensor": (
+        list_placeholder("tied", PLACEHOLDER),
+        "stands for no view",
+    ),
+    "placeholder for an empty entry": (
+        list_placeholder("empty128", PLACEHOLDER),
+        "stands for no view",
+    ),
+    "placeholder for no entry": (list_placeholder("stray", PLACEHOLDER), "stands for no view"),
+    "placeholder as a base": (placeholder_as_a_base, "never a base"),
+    "alias to a placeholder of an alias": (
+        alias_to_a_placeholder_of_an_alias,
+        r"alias target 'q_tied' \(str\) is not a stored or rebuilt name",
+    ),
+    "placeholders stored, not listed": (placeholders_unlisted, "overwrite a stored tensor"),
+    "version 2 with placeholders": (v2_with_placeholders, r"unknown \['placeholders'\]"),
 }
 
 
@@ -377,9 +502,62 @@ def test_version_1_records_are_still_read() -> None:
     to_save, metadata = compat.dedup_for_save(sd)
     record = json.loads(metadata[METADATA_KEY])
     assert "qparams" not in record
-    record["version"] = 1  # what compat wrote before lazy bits and quantizers were kept
-    restored = restore(dict(to_save), record)
+    tensors = dict(to_save)
+    as_written_by(1, tensors, record)  # what compat wrote before lazy bits and quantizers
+    restored = restore(tensors, record)
     assert_round_trip(sd, restored, oracle.address_origins(sd))
+
+
+def test_version_2_files_without_placeholders_are_still_read(tmp_path: Path) -> None:
+    """A file as the version-2 writer wrote it, built by hand: the views and the alias of a view
+    left out of the file (no placeholder), no ``placeholders`` field, a conjugate bit (which
+    version 2 added). It is the version-3 writer's file less the placeholders, and load_file
+    and load bring every name back with its sharing."""
+    buf = torch.arange(12.0)
+    z = torch.arange(4.0).to(torch.complex64) * (1 - 2j)
+    sd = {
+        "qkv": buf,
+        "q": buf[:4],
+        "q_tied": buf[:4],
+        "kT": buf[4:].view(2, 4).t(),
+        "tied": buf,
+        "zc": z.conj(),
+    }
+    view = {"base": "qkv", "dtype": "float32"}
+    record = {
+        "aliases": {"q_tied": "q", "tied": "qkv"},
+        "bases": {"__alias_base__/0": {"pad": 0, "synthetic": True}, "qkv": {"pad": 0}},
+        "empty": {},
+        "version": 2,
+        "views": {
+            "kT": {**view, "offset": 16, "shape": [4, 2], "stride": [1, 4]},
+            "q": {**view, "offset": 0, "shape": [4], "stride": [1]},
+            "zc": {
+                "base": "__alias_base__/0",
+                "conj": True,
+                "dtype": "complex64",
+                "offset": 0,
+                "shape": [4],
+                "stride": [1],
+            },
+        },
+    }
+    tensors = {"qkv": buf, "__alias_base__/0": z.view(torch.uint8)}
+    holders = {"kT": "qkv", "q": "qkv", "q_tied": "qkv", "tied": "qkv", "zc": "__alias_base__/0"}
+    metadata = {**holders, METADATA_KEY: json.dumps(record, sort_keys=True, separators=(",", ":"))}
+    # what the version-3 writer writes for sd, less its placeholders
+    to_save, written = compat.dedup_for_save(sd)
+    current = json.loads(written[METADATA_KEY])
+    current_tensors = dict(to_save)
+    as_written_by(2, current_tensors, current)
+    assert current == record
+    assert sorted(current_tensors) == sorted(tensors)
+    assert {k: v for k, v in written.items() if k != METADATA_KEY} == holders
+    path = tmp_path / "v2.safetensors"
+    safetensors.torch.save_file(tensors, path, metadata={**metadata, "format": "pt"})
+    origins = oracle.address_origins(sd)
+    assert_round_trip(sd, compat.load_file(path), origins)
+    assert_round_trip(sd, compat.load(path.read_bytes()), origins)
 
 
 # --- hypothesis over the record, and bytes flipped in a real file ----------------------------
@@ -431,16 +609,20 @@ def replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
 
 
 def assert_safe(tensors: Tensors, text: str | None, restored: Tensors) -> None:
-    """What any accepted record may produce: stored names intact, no reserved names, every rebuilt
-    tensor inside the bytes of a stored tensor (or of an aligned copy of one), empties empty."""
+    """What any accepted record may produce: stored names intact but for the placeholders, which
+    are all replaced (a rebuilt view holds elements), no reserved names, every rebuilt tensor
+    inside the bytes of a stored tensor (or of an aligned copy of one), empties empty."""
+    record = json.loads(text) if text else {}
+    stand_ins = set(record.get("placeholders", []))
     for name, t in tensors.items():
         if name.startswith(("__alias_base__/", "__qparams__/")):
             assert name not in restored
+        elif name in stand_ins:
+            assert restored[name] is not t and restored[name].numel(), name
         else:
             assert oracle.raw_bytes(restored[name]) == oracle.raw_bytes(t), name
-    record = json.loads(text) if text else {}
     for name, t in restored.items():
-        if name in tensors or not t.numel():
+        if (name in tensors and name not in stand_ins) or not t.numel():
             continue
         assert name not in record.get("empty", {}), f"empty entry {name!r} has elements"
         offsets = oracle.byte_offsets(t)

@@ -18,7 +18,7 @@ import torch
 
 import compat
 from tests import oracle
-from tests.roundtrip import FINDERS, assert_round_trip, save_and_restore
+from tests.roundtrip import FINDERS, assert_round_trip, placeholders, save_and_restore
 
 
 def many_groups(backend: str) -> dict[str, torch.Tensor]:
@@ -130,8 +130,10 @@ def test_every_key_order_gives_the_same_groups(backend: str) -> None:
 def test_every_key_order_saves_the_same_file(backend: str) -> None:
     sd = small_chain(backend)
     first_save, first_meta = compat.dedup_for_save(sd)
-    # a, b, c: no member spans the chain, so its bytes are one base; e is an alias of d
-    assert sorted(first_save) == ["__alias_base__/0", "d", "f"]
+    # a, b, c: no member spans the chain, so its bytes are one base and their names hold
+    # placeholders; e is an alias of d (saved), so it has none
+    assert sorted(first_save) == ["__alias_base__/0", "a", "b", "c", "d", "f"]
+    assert placeholders(first_save) == ["a", "b", "c"]
     assert {name: first_meta[name] for name in "abce"} == {
         "a": "__alias_base__/0",
         "b": "__alias_base__/0",
@@ -151,11 +153,14 @@ def test_dedup_of_several_groups_keeps_one_tensor_per_group(backend: str) -> Non
     to_save, metadata, restored = save_and_restore(sd)
     # qkv spans its slices (the smaller of its two names is kept); emb spans its transpose; the
     # chain has no spanning member (its bytes are a base); even/odd and lone are saved as
-    # themselves (a copy for the strided ones); f2 is an alias of f1.
-    assert sorted(to_save) == sorted(
+    # themselves (a copy for the strided ones); f2 is an alias of f1. Each view's name holds a
+    # placeholder; the aliases of saved tensors (qkv_alias, head, f2) hold none.
+    views = ["emb_t", "k", "left", "mid", "q", "right", "v"]
+    assert placeholders(to_save) == views
+    assert sorted(set(to_save) - set(views)) == sorted(
         ["__alias_base__/0", "emb", "even", "f1", "lone", "odd", "qkv"]
     )
-    holders = {name: metadata[name] for name in sd if name not in to_save}
+    holders = {name: metadata[name] for name in sd if name not in to_save or name in views}
     assert holders == {
         "q": "qkv",
         "k": "qkv",
@@ -198,7 +203,8 @@ def test_storages_chained_through_a_third_by_address_are_one_group() -> None:
     for order in itertools.permutations(sd):
         assert compat.find_shared_tensors({k: sd[k] for k in order}) == [frozenset("abc")]
     to_save, metadata, restored = save_and_restore(sd)
-    assert sorted(to_save) == ["__alias_base__/0", "other"]
+    assert sorted(to_save) == ["__alias_base__/0", "a", "b", "c", "other"]
+    assert placeholders(to_save) == ["a", "b", "c"]
     assert {metadata[name] for name in "abc"} == {"__alias_base__/0"}
     assert_round_trip(sd, restored, oracle.address_origins(sd))
 
