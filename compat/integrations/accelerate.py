@@ -117,6 +117,18 @@ def _tied(
     return tied_params_map.get(key, {}).get(device)
 
 
+def _tied_copy(
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+    sources: tuple[torch.Tensor | None, torch.Tensor],
+    device: Any,
+) -> torch.Tensor | None:
+    """The copy ``tied_params_map`` already holds on ``device`` of the first source's storage."""
+    if tied_params_map is None:
+        return None
+    found = (_tied(tied_params_map, source, device) for source in sources)
+    return next((t for t in found if t is not None), None)
+
+
 def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     """accelerate documents ``dtype`` as a ``torch.dtype`` or its name (``"float16"``)."""
     if dtype is None or isinstance(dtype, torch.dtype):
@@ -193,15 +205,36 @@ def set_module_tensor_to_device(
         )
         return
     wanted = _as_dtype(dtype)
-    if tied_params_map is not None:
-        shared = next(
-            (t for t in (_tied(tied_params_map, s, device) for s in (value, old)) if t is not None),
-            None,
-        )
-        if shared is not None:
-            registry[leaf] = shared
-            return
+    shared = _tied_copy(tied_params_map, (value, old), device)
+    if shared is not None:
+        registry[leaf] = shared
+        return
     target = _target(device)
+    installed = _install_new(
+        module, (registry, leaf), tensor_name, kind, old, value, target, wanted, non_blocking
+    )
+    if fp16_statistics is not None and kind == "parameter":
+        installed.SCB = fp16_statistics.to(target, non_blocking=non_blocking)  # type: ignore[attr-defined]
+    if clear_cache and target.type not in ("cpu", "meta"):
+        memory = importlib.import_module("accelerate.utils.memory")
+        memory.clear_device_cache()
+    if tied_params_map is not None:
+        _remember_tie(tied_params_map, device, installed, (old, value))
+
+
+def _install_new(
+    module: nn.Module,
+    entry: tuple[dict[str, Any], str],
+    tensor_name: str,
+    kind: _params.Kind,
+    old: torch.Tensor,
+    value: torch.Tensor | None,
+    target: torch.device,
+    wanted: torch.dtype | None,
+    non_blocking: bool,
+) -> torch.Tensor:
+    """The moved (and cast) tensor, installed as a new object in ``entry`` only, the old one
+    left intact (accelerate's object semantics); the old one itself when nothing changes."""
     cast = _cast_for(kind, old, value, wanted, target)
     source = old if value is None else value
     subclass_cast = None
@@ -213,15 +246,7 @@ def set_module_tensor_to_device(
         move = _params.plan_move(
             tensor_name, kind, old, source, target, subclass_cast, non_blocking
         )
-        # accelerate's object semantics: a new object, in this registry only, the old one intact
-        installed = old if move is None else _replacing(move).install(module, [(registry, leaf)])
-    if fp16_statistics is not None and kind == "parameter":
-        installed.SCB = fp16_statistics.to(target, non_blocking=non_blocking)  # type: ignore[attr-defined]
-    if clear_cache and target.type not in ("cpu", "meta"):
-        memory = importlib.import_module("accelerate.utils.memory")
-        memory.clear_device_cache()
-    if tied_params_map is not None:
-        _remember_tie(tied_params_map, device, installed, (old, value))
+        return old if move is None else _replacing(move).install(module, [entry])
 
 
 def _locate(
