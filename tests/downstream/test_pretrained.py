@@ -19,6 +19,8 @@ read by transformers without the integration fails naming the keys instead of re
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import subprocess
 import sys
@@ -160,6 +162,30 @@ def test_views_save_pretrained_through_compat(tmp_path: Path) -> None:
         again = load("views", tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == ["model.safetensors"]
     views_kept(again, model)
+
+
+@scenario("transformers", LOUD, "compat", SHARED)
+def test_a_compat_file_is_never_silently_reinitialised(tmp_path: Path) -> None:
+    """compat's file in a model folder: transformers alone refuses it naming the views (their
+    empty placeholders mismatch; 4.x names them in the exception, 5.x in the load report it logs
+    just before raising), never re-initialises them; through the integration every key loads."""
+    model = models.pretrained("views")
+    model.config.save_pretrained(tmp_path)
+    compat.save_file(model.state_dict(), tmp_path / "model.safetensors", metadata={"format": "pt"})
+    logged = io.StringIO()
+    handler = logging.StreamHandler(logged)
+    library = logging.getLogger("transformers")
+    library.addHandler(handler)
+    try:
+        with pytest.raises(RuntimeError) as caught:
+            models.pretrained_classes()["views"].from_pretrained(tmp_path)
+    finally:
+        library.removeHandler(handler)
+    told = f"{caught.value}\n{logged.getvalue()}"
+    assert "q.weight" in told and "v.weight" in told, told
+    assert "size mismatch" in told.lower() or "MISMATCH" in told, told
+    with compat_transformers.patch():
+        views_kept(load("views", tmp_path), model)
 
 
 # --- models without views: transformers' own behaviour -------------------------------------------
