@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-import pytest
 from compat_peer_session import Session
 
 from compat.integrations import accelerate as compat_accelerate
@@ -21,14 +20,4 @@ def _in_place() -> bool:
 
 _SESSION = Session("compat.integrations.accelerate.patch()", compat_accelerate.patch, _in_place)
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    _SESSION.start()
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _SESSION.finish()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _SESSION.stop()
+pytest_configure, pytest_sessionfinish, pytest_unconfigure = _SESSION.hooks()

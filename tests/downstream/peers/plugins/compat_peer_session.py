@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPORT_ENV = "COMPAT_MATRIX_PEER_PLUGIN"
 
 
@@ -43,3 +45,18 @@ class Session:
         if self.handle is not None:
             self.handle.uninstall()
             self.handle = None
+
+    def hooks(self) -> tuple[Callable[..., None], Callable[..., None], Callable[..., None]]:
+        """``(pytest_configure, pytest_sessionfinish, pytest_unconfigure)`` for a plugin module:
+        install at configure, record at the session's end, uninstall at unconfigure."""
+
+        def configure(config: pytest.Config) -> None:
+            self.start()
+
+        def sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+            self.finish()
+
+        def unconfigure(config: pytest.Config) -> None:
+            self.stop()
+
+        return configure, sessionfinish, unconfigure

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 
-import pytest
 from compat_peer_session import Session
 
 from compat.integrations import safetensors as compat_safetensors
@@ -22,14 +21,4 @@ def _in_place() -> bool:
 
 _SESSION = Session("compat.integrations.safetensors.patch()", compat_safetensors.patch, _in_place)
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    _SESSION.start()
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _SESSION.finish()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    _SESSION.stop()
+pytest_configure, pytest_sessionfinish, pytest_unconfigure = _SESSION.hooks()
