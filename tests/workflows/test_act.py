@@ -159,8 +159,9 @@ jobs:
       - env:
           VERDICT: ${{ needs.gate.outputs.verdict }}
           REGRESSIONS: ${{ needs.gate.outputs.regressions }}
+          MISSING: ${{ needs.gate.outputs.missing }}
           ARTIFACT: ${{ needs.gate.outputs.artifact }}
-        run: echo "verdict=$VERDICT regressions=$REGRESSIONS artifact=$ARTIFACT" >> "$GITHUB_STEP_SUMMARY"
+        run: echo "verdict=$VERDICT regressions=$REGRESSIONS missing=$MISSING artifact=$ARTIFACT" >> "$GITHUB_STEP_SUMMARY"
 """
 
 
@@ -202,8 +203,9 @@ def test_gate_called_as_a_reusable_workflow_hands_its_outputs_to_the_caller(
     assert run.returncode == 0, explain(run)
     caller = run.one("outputs")
     assert caller.result == "success", explain(run)
-    assert f"verdict=pass regressions=0 artifact={prefix(run)}matrix-report" in caller.summary
-    assert "Gate verdict: **pass**, 0 regressed tests" in run.one("verdict").summary
+    said = f"verdict=pass regressions=0 missing=0 artifact={prefix(run)}matrix-report"
+    assert said in caller.summary, caller.summary
+    assert "Gate verdict: **pass**, 0 regressed tests, 0 missing" in run.one("verdict").summary
 
 
 # --- an upstream project calls the gate: the README's caller workflow -------------------------
