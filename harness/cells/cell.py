@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cells import carry, evidence
-from harness.cells.status import OK_STATUSES, OUTCOMES, RAN_STATUSES, format_counts
+from harness.cells.status import FAILING, OK_STATUSES, OUTCOMES, RAN_STATUSES, format_counts
 from harness.matrix import backends, paths
 from harness.matrix.procs import Echo, Ran, Stop, run_logged
 from harness.matrix.spec import Cell, Matrix
@@ -467,13 +467,13 @@ def run_cell(
         result.write(outdir)
         return result
 
-    def run(cmd: list[str], env: dict[str, str]) -> Ran:
+    def run(cmd: list[str], env: dict[str, str], quiet: bool = False) -> Ran:
         return run_logged(
             cmd,
             log,
             timeout_s=deadline - time.monotonic(),
             env=env,
-            echo=echo,
+            echo=None if quiet else echo,
             cwd=plan.cwd,
             stop=stop,
         )
@@ -524,6 +524,8 @@ def run_cell(
     source = role.source if role else None
     if role is not None and source is None and not role.refused:
         blocked = _blocked_run(plan, env, run, result)
+        if echo is not None and not isinstance(blocked, Ran):
+            echo.write(_blocked_summary(plan, log) + "\n")
         if isinstance(blocked, Ran):
             why = "the run was stopped" if blocked.interrupted else f"ran past {cell.timeout_s} s"
             status = "interrupted" if blocked.interrupted else "timeout"
@@ -581,12 +583,14 @@ def run_cell(
 def _blocked_run(
     plan: CellPlan,
     env: dict[str, str],
-    run: Callable[[list[str], dict[str, str]], Ran],
+    run: Callable[[list[str], dict[str, str], bool], Ran],
     result: CellResult,
 ) -> carry.Source | Ran | None:
     """The source cell's first run: the whole suite with TorchAO blocked, in the cell's
     ``independent/`` folder. Returns what it established, ``None`` when carrying is refused
-    (the role says why), or the run itself when it was stopped or ran out of time."""
+    (the role says why), or the run itself when it was stopped or ran out of time. Its output
+    goes to the cell's log only: the tests that reach TorchAO fail there by design, and a
+    terminal that printed them would read red; :func:`_blocked_summary` says it in one line."""
     role: carry.Role | None = plan.carry
     cell = plan.cell
     assert role is not None
@@ -596,7 +600,7 @@ def _blocked_run(
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
     probe += ["--block", role.axis, "--leaks", str(sub / "leaks.json")]
     blocked_env = {**env, "COMPAT_MATRIX_DRIFT": str(sub / "drift.json")}
-    ran = run([*probe, "--out", str(sub / "probe.json"), "--", *args], blocked_env)
+    ran = run([*probe, "--out", str(sub / "probe.json"), "--", *args], blocked_env, True)
     result.timings["tests_blocked"] = round(ran.seconds, 2)
     if ran.interrupted or ran.timed_out:
         return ran
@@ -624,6 +628,26 @@ def _blocked_run(
                 carry.read_drift(sub / "drift.json"),
             )
     return role.made
+
+
+def _blocked_summary(plan: CellPlan, log: Path) -> str:
+    """One line on what the TorchAO-blocked run found (its output is in ``log``)."""
+    role = plan.carry
+    assert role is not None
+    where = f"its output is in {log}"
+    if role.made is None:
+        return f"[carry] {role.axis} blocked: carrying refused ({role.refused}); {where}"
+    outcomes = role.made.log.outcomes
+    failing = sorted(n for n, o in outcomes.items() if o in FAILING)
+    line = (
+        f"[carry] the suite with {role.axis} blocked: {len(outcomes)} tests never reach it and"
+        f" are carried to this group's cells; {len(role.made.dependent)} reach it (their"
+        f" failures under the block are expected) and run in each cell; {where}"
+    )
+    if failing:  # a real failure, carried to every cell: it reads as one
+        shown = ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "")
+        line += f"\n[carry] FAILED, carried to every cell: {len(failing)} ({shown})"
+    return line
 
 
 def _carry_record(

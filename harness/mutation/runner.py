@@ -509,6 +509,9 @@ def run(argv: Sequence[str]) -> int:
             cells = cells[:1]  # without --cell: the plan's first cell
         commit = check_clean(args.root)
         changed = changed_lines(args.root, args.since) if args.since else None
+        if changed == {} and not args.sample:
+            print(f"[mutation] no line of compat/ changed since {args.since}: no mutant to judge")
+            return 0
         bases = load_base(args.resurvey, args.root, plan, cells) if args.resurvey else {}
         pin = tool_pin()
         runs = []

@@ -185,6 +185,24 @@ def test_independent_verdicts_are_carried_and_named_with_their_source(
         }
 
 
+def test_the_blocked_run_prints_one_line_and_no_expected_failure(
+    carried: dict[str, Any], project: Project
+) -> None:
+    out = carried["done"].stdout
+    # the dependent tests fail under the block by design: in the cell's log, not the terminal
+    assert "Blocked: import torchao" not in out and "test_imports_torchao FAILED" not in out
+    source = project.reports / "cells" / cell_id(SOURCE, "sly")
+    assert "Blocked: import torchao" in (source / "output.log").read_text()
+    said = "[carry] the suite with torchao blocked: 3 tests never reach it and are carried to"
+    assert out.count(said) == 2, out  # sly and broken; collect's carrying is refused
+    assert "; 3 reach it (their failures under the block are expected)" in out
+    assert "[carry] torchao blocked: carrying refused (TorchAO was reached outside any test" in out
+    # an independent test that fails reads as failed, once, with the cells it fails
+    assert (
+        out.count("[carry] FAILED, carried to every cell: 1 (tests/test_carry.py::test_plain)") == 1
+    )
+
+
 def test_a_run_of_dependent_tests_collects_only_their_files(project: Project) -> None:
     # pytest imported test_alone.py in the blocked run, never in a run of dependent tests:
     # those collect only tests/test_carry.py

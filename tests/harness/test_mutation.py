@@ -209,6 +209,28 @@ def test_a_sample_without_since_is_refused() -> None:
     assert done.returncode == mutation.REFUSED and "give --since REF too" in done.stderr
 
 
+def test_since_with_no_changed_line_of_compat_stops_before_installing_anything(
+    tmp_path: Path,
+) -> None:
+    # a real, empty venv: reached (and refused) only once a line of compat/ changed
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    python = str(tmp_path / "v" / "bin" / "python")
+    repo = git_repo(tmp_path, {"compat/x.py": "a = 1\n", "tests/test_x.py": "A = 1\n"})
+
+    def commit(rel: str, text: str) -> subprocess.CompletedProcess[str]:
+        (repo / rel).write_text(text)
+        git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@localhost"]
+        subprocess.run([*git, "commit", "-q", "-am", rel], check=True)
+        args = ("--cell", "torch2.6-ao0.8-cpu", "--python", python, "--root", str(repo))
+        return cli(*args, "--since", "HEAD~1")
+
+    done = commit("tests/test_x.py", "A = 2\n")
+    assert done.returncode == 0, done.stderr
+    assert "[mutation] no line of compat/ changed since HEAD~1: no mutant to judge" in done.stdout
+    done = commit("compat/x.py", "a = 2\n")
+    assert done.returncode == mutation.REFUSED and "(found nothing)" in done.stderr
+
+
 # --- choosing mutants --------------------------------------------------------------------------------
 
 

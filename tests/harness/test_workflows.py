@@ -192,6 +192,19 @@ def test_ci_concurrency_cannot_collide_across_forks() -> None:
     assert workflow("nightly.yml")["concurrency"]["cancel-in-progress"] is False
 
 
+def test_a_newer_push_to_an_upstream_pr_cancels_its_older_gate() -> None:
+    """gate.yml: one group per upstream pull request (its repository and number, from the
+    inputs or the dispatch payload), cancelled in progress; a run naming no pull request is its
+    own group; the prefix keeps it apart from a caller's own group."""
+    concurrency = workflow("gate.yml")["concurrency"]
+    assert concurrency["cancel-in-progress"] is True
+    group = concurrency["group"]
+    assert group.startswith("compat-matrix-gate-${{")
+    for source in ("inputs.pr-", "github.event.client_payload.pr."):
+        assert f"{source}number" in group and f"{source}repository" in group
+    assert "github.run_id" in group
+
+
 def test_the_nightly_uses_the_nightly_profile_and_keeps_its_database() -> None:
     call = jobs(workflow("nightly.yml"))["matrix"]["with"]
     assert call["hypothesis-profile"] == "${{ inputs.hypothesis-profile || 'nightly' }}"
@@ -217,6 +230,9 @@ def test_uv_cache_persists_keyed_on_the_pins() -> None:
     assert uses(restore, "actions/cache/restore") and uses(save, "actions/cache/save")
     key = restore["with"]["key"]
     assert "${{ matrix.torch }}" in key and "hashFiles('matrix.toml', 'requirements/*.txt')" in key
+    # the Pythons of one torch install different wheels: one entry each, restored by its own
+    assert "-py${{ matrix.python }}-" in key
+    assert "-py${{ matrix.python }}-" in restore["with"]["restore-keys"]
     assert save["with"]["key"] == "${{ steps.uv-cache.outputs.cache-primary-key }}"
 
 
@@ -323,7 +339,8 @@ def test_gate_entry_points_and_outputs() -> None:
     assert "spaces" in described and "commas" in described and "one per line" not in described
     outputs = doc["on"]["workflow_call"]["outputs"]
     assert {k: v["value"] for k, v in outputs.items()} == {
-        k: f"${{{{ jobs.verdict.outputs.{k} }}}}" for k in ("verdict", "regressions", "artifact")
+        k: f"${{{{ jobs.verdict.outputs.{k} }}}}"
+        for k in ("verdict", "regressions", "missing", "artifact")
     }
     verdict = jobs(doc)["verdict"]  # one hop per level: act passes no outputs through two
     assert verdict["if"] == "${{ !cancelled() }}" and "matrix" in verdict["needs"]

@@ -1,11 +1,33 @@
 """The act scenarios need no torch: none of tests/conftest.py's cell plumbing applies here
-(run with --confcutdir=tests/workflows). Prints each scenario's wall time at the end."""
+(run with --confcutdir=tests/workflows). Prints each scenario's wall time at the end, and when
+every scenario (marked ``act``) ran and passed, records the files they exercised in
+reports/act.json (harness.ci.act_scope), so that .ci/run can leave them out until one changes."""
 
 from __future__ import annotations
 
 import pytest
 
+from harness.ci import act_scope
+from tests.workflows.act import ROOT
+
 TIMES: dict[str, float] = {}
+SCENARIOS: set[str] = set()  # every act-marked test collected, before any deselection
+PASSED: set[str] = set()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    SCENARIOS.update(i.nodeid for i in items if i.get_closest_marker("act"))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.passed and report.nodeid in SCENARIOS:
+        PASSED.add(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus == 0 and SCENARIOS and PASSED == SCENARIOS:
+        act_scope.record(ROOT, ROOT / act_scope.RECORD, sorted(SCENARIOS), TIMES)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -13,3 +35,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("act scenarios: wall time")
         for name, seconds in TIMES.items():
             terminalreporter.write_line(f"{seconds:6.0f} s  {name}")
+    if SCENARIOS and PASSED == SCENARIOS and terminalreporter.session.testsfailed == 0:
+        terminalreporter.write_line(f"every scenario passed: recorded in {act_scope.RECORD}")
