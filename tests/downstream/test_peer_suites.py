@@ -4,7 +4,9 @@ accelerate's ``tests/test_modeling_utils.py``, ``tests/test_big_modeling.py`` an
 ``tests/test_hooks.py`` at the release the cell installed, plain and with
 ``compat.integrations.accelerate.patch()`` installed for the whole session; safetensors' torch
 tests (``bindings/python/tests/``) likewise with ``compat.integrations.safetensors.patch()``. The
-files come from the release's sdist on the configured index, checked against its sha256. A test
+files come from the release's sdist on the configured index, checked against its sha256 (for
+a peer installed from a URL, a gate's candidate: the newest release's below it, said in the
+entry's ``note``). A test
 that passes plain and fails through compat fails this test (each one named, with the compat run's
 failure); a refusal compat lifts on purpose is listed in tests/downstream/peers/lifted.py. Each
 suite's verdict goes to ``$COMPAT_MATRIX_PEERS``, which the cell's record and the report read.
@@ -33,8 +35,9 @@ def _check(suite: Suite, tmp_path: Path) -> None:
         release = importlib.metadata.version(suite.distribution)
     except importlib.metadata.PackageNotFoundError:
         pytest.skip(f"the downstream tier installs {suite.distribution}")
-    try:
-        sdist = fetch.locate(suite.distribution, release, tmp_path / "lock")
+    url = fetch.installed_from_url(suite.distribution)
+    try:  # a candidate from a URL: the tests of the newest release below it
+        sdist = fetch.locate(suite.distribution, release, tmp_path / "lock", below=bool(url))
         archive = fetch.download(sdist)
     except fetch.PeerFetchError as exc:
         failed = str(exc)
@@ -51,6 +54,12 @@ def _check(suite: Suite, tmp_path: Path) -> None:
         logs=logs,
         record=record,
         sha256=sdist.sha256,
+        note=(
+            f"installed from {url}; no sdist of {release} on the index: the tests of"
+            f" {sdist.version}, the newest release below it, run against it"
+            if url
+            else ""
+        ),
     )
     if not verdict["ok"]:
         pytest.fail(verdict["message"], pytrace=False)

@@ -182,6 +182,30 @@ def test_a_release_without_an_sdist_on_the_index_is_an_error_naming_it(index: Pa
         fetch.locate(toy.NAME, "9.9", index.parent / "lock")
 
 
+def test_a_candidate_takes_the_tests_of_the_newest_release_below_it(index: Path) -> None:
+    # a version the index lacks (an upstream's source, 1.1.dev0): the tests of 1.0
+    sdist = fetch.locate(toy.NAME, "1.1.dev0", index.parent / "lock", below=True)
+    assert (sdist.version, sdist.filename) == (toy.VERSION, f"{toy.NAME}-{toy.VERSION}.tar.gz")
+    with pytest.raises(fetch.PeerFetchError, match=r"no sdist of toypeer<1\.0 on the configured"):
+        fetch.locate(toy.NAME, toy.VERSION, index.parent / "lock", below=True)
+
+
+def test_a_distribution_installed_from_a_url_is_told_from_an_index_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, direct in (("fromurl", True), ("fromindex", False)):
+        info = tmp_path / f"{name}-1.1.dev0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.1.dev0\n")
+        if direct:  # what pip and uv write for a wheel path, a VCS or an archive URL (PEP 610)
+            url = {"url": "file:///src/fromurl-1.1.dev0-py3-none-any.whl", "archive_info": {}}
+            (info / "direct_url.json").write_text(json.dumps(url))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert fetch.installed_from_url("fromurl") == "file:///src/fromurl-1.1.dev0-py3-none-any.whl"
+    assert fetch.installed_from_url("fromindex") is None
+    assert fetch.installed_from_url("not-installed-anywhere") is None
+
+
 def test_a_file_the_sdist_lacks_is_an_error_naming_it(tmp_path: Path) -> None:
     archive = toy.sdist(tmp_path)
     fetch.extract(archive, "pkg", ["tests/test_toy.py"], tmp_path / "ok")

@@ -68,11 +68,12 @@ def check(
     logs: Path,
     record: Path | None,
     sha256: str = "",
+    note: str = "",
 ) -> dict[str, Any]:
     """Run ``suite`` from ``archive`` plain and through compat; its entry, also written into
     ``record``. ``entry["ok"]``: no regression, no stale lifted entry, nothing broken;
     ``entry["message"]`` says why not."""
-    data = entry(suite, release, sdist=archive.name, sha256=sha256)
+    data = entry(suite, release, sdist=archive.name, sha256=sha256, note=note)
     runs: dict[str, PeerRun] = {}
     try:
         for route in ("plain", "compat"):

@@ -5,7 +5,10 @@ compile --no-deps --no-binary :all: --format pylock.toml``: its URL, size and sh
 fraction of a second, nothing built); :func:`download` fetches it into the cache, keyed by that
 hash and checked against it (a cached file is checked again before use); :func:`extract` copies
 only the files a suite names into a fresh folder. A missing sdist, a hash or size that does not
-match, a missing file: each is a :class:`PeerFetchError` naming it, never a skip.
+match, a missing file: each is a :class:`PeerFetchError` naming it, never a skip. A peer
+installed from a URL (:func:`installed_from_url`: a gate's candidate, such as an upstream pull
+request's source or wheel) has no sdist of its own version on the index: its tests are those of
+the newest release below it (``locate(..., below=True)``), and the suite's entry says so.
 
 The cache is ``$COMPAT_MATRIX_PEER_CACHE``, else ``.nox/peer-sdists`` of this project (beside
 the venvs nox keeps; ``nox -s clean-envs`` leaves it): ``<sha256>/<file name>``. uv is
@@ -16,6 +19,8 @@ the venvs nox keeps; ``nox -s clean-envs`` leaves it): ``<sha256>/<file name>``.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import json
 import os
 import posixpath
 import subprocess
@@ -82,11 +87,33 @@ def _normal(name: str) -> str:
     return "-".join(name.replace("_", "-").replace(".", "-").lower().split("-"))
 
 
-def locate(name: str, version: str, scratch: Path, *, uv: str | None = None) -> Sdist:
-    """The sdist of ``name==version`` on the configured index: URL, sha256 and size."""
+def installed_from_url(name: str) -> str | None:
+    """Where ``name`` was installed from when it is not a release of an index (PEP 610's
+    ``direct_url.json``: a wheel or source path, a VCS checkout, an archive URL, as a gate's
+    candidate is); None for a release installed from an index, or for no such distribution."""
+    try:
+        text = importlib.metadata.distribution(name).read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return "a direct URL (an unreadable direct_url.json)"
+    return str(found.get("url") or "a direct URL") if isinstance(found, dict) else "a direct URL"
+
+
+def locate(
+    name: str, version: str, scratch: Path, *, uv: str | None = None, below: bool = False
+) -> Sdist:
+    """The sdist of ``name==version`` on the configured index: URL, sha256 and size; with
+    ``below``, that of the newest release older than ``version`` (for a version the index does
+    not have: a candidate built from an upstream's source)."""
     scratch.mkdir(parents=True, exist_ok=True)
     wanted, lock = scratch / "peer.in", scratch / "pylock.toml"  # uv needs this file name
-    wanted.write_text(f"{name}=={version}\n")
+    asked = f"{name}<{version}" if below else f"{name}=={version}"
+    wanted.write_text(f"{asked}\n")
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     cmd = [uv or find_uv(), "pip", "compile", str(wanted), "--no-deps", "--no-binary", ":all:"]
     cmd += ["--format", "pylock.toml", "-o", str(lock), "--python-version", python, "--quiet"]
@@ -97,7 +124,7 @@ def locate(name: str, version: str, scratch: Path, *, uv: str | None = None) -> 
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split())[-600:]
         raise PeerFetchError(
-            f"uv found no sdist of {name}=={version} on the configured index "
+            f"uv found no sdist of {asked} on the configured index "
             f"(uv pip compile exited {done.returncode}: {said})"
         )
     try:
@@ -109,11 +136,12 @@ def locate(name: str, version: str, scratch: Path, *, uv: str | None = None) -> 
             continue
         sdist = package.get("sdist") or {}
         digest = (sdist.get("hashes") or {}).get("sha256")
-        if str(package.get("version")) != version or not sdist.get("url") or not digest:
+        found = str(package.get("version"))
+        if (found != version and not below) or not sdist.get("url") or not digest:
             break
         size = sdist.get("size")
-        return Sdist(name, version, str(sdist["url"]), str(digest), int(size) if size else None)
-    raise PeerFetchError(f"the configured index lists no sdist with a sha256 for {name}=={version}")
+        return Sdist(name, found, str(sdist["url"]), str(digest), int(size) if size else None)
+    raise PeerFetchError(f"the configured index lists no sdist with a sha256 for {asked}")
 
 
 def _sha256(path: Path) -> str:
