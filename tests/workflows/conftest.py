@@ -13,6 +13,7 @@ from tests.workflows.act import ROOT
 TIMES: dict[str, float] = {}
 SCENARIOS: set[str] = set()  # every act-marked test collected, before any deselection
 PASSED: set[str] = set()
+RECORDED: list[str] = []  # the record's path once written, for the summary
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -28,6 +29,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus == 0 and SCENARIOS and PASSED == SCENARIOS:
         act_scope.record(ROOT, ROOT / act_scope.RECORD, sorted(SCENARIOS), TIMES)
+        RECORDED.append(str(act_scope.RECORD))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -35,5 +37,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("act scenarios: wall time")
         for name, seconds in TIMES.items():
             terminalreporter.write_line(f"{seconds:6.0f} s  {name}")
-    if SCENARIOS and PASSED == SCENARIOS and terminalreporter.session.testsfailed == 0:
-        terminalreporter.write_line(f"every scenario passed: recorded in {act_scope.RECORD}")
+    if RECORDED:  # pytest_sessionfinish runs before the terminal summary
+        terminalreporter.write_line(f"every scenario passed: recorded in {RECORDED[0]}")
