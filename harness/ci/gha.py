@@ -9,7 +9,9 @@ aggregate's manifest of the cells it emitted.
     python -m harness.ci.gha verdict --gate reports/gate.json [--github-output "$GITHUB_OUTPUT"]
 
 ``matrix`` writes ``matrix`` ({"include": [...]}: one entry per cell, with the nox session, the
-runner labels and the artifact name), ``cells`` (the cell ids, JSON), ``tiers`` (space
+runner labels and the artifact name: what the aggregate judges), the same entries split for
+matrix.yml's cell jobs (``jobs``, ``jobs-more`` and ``more``: GitHub runs at most
+:data:`MAX_JOBS` jobs per matrix, :func:`split`), ``cells`` (the cell ids, JSON), ``tiers`` (space
 separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`) and ``trusted``
 (``true`` when the run installs no candidate: only such runs save caches that other runs
 restore) to the step's output file, and fails (exit 2, with the reason) instead of emitting
@@ -53,6 +55,9 @@ ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 MAINTAINER_EVENTS = frozenset({"schedule", "workflow_dispatch"})
 RUNS_ON_ENV = "COMPAT_MATRIX_RUNS_ON"
 EXPECTED_ENV = "EXPECTED_MATRIX"
+MAX_JOBS = 256  # GitHub's limit on the jobs one matrix may generate; past it the run never starts
+# matrix.yml's cell jobs (the same steps), each fed one part of the matrix: (job, setup output)
+CELL_JOBS = (("cell", "jobs"), ("cells-more", "jobs-more"))
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -173,6 +178,23 @@ def github_matrix(
     return {"include": include}
 
 
+def split(include: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The matrix entries in order, in one part per cell job of matrix.yml (:data:`CELL_JOBS`),
+    none over :data:`MAX_JOBS`; the later parts are empty while the run fits the first. More
+    entries than the cell jobs hold is refused, with the count and the way out."""
+    room = MAX_JOBS * len(CELL_JOBS)
+    if len(include) > room:
+        raise GhaError(
+            f"{len(include)} cells to run: GitHub runs at most {MAX_JOBS} jobs per matrix and"
+            f" matrix.yml has {len(CELL_JOBS)} cell jobs ({room}); narrow the run (tiers,"
+            " backends, cells) or add a cell job to matrix.yml and harness.ci.gha.CELL_JOBS"
+        )
+    return [
+        {"include": list(include[i * MAX_JOBS : (i + 1) * MAX_JOBS])}
+        for i in range(len(CELL_JOBS))
+    ]
+
+
 def parse_candidates(raw: str | None) -> list[str]:
     """The ``candidates`` input of matrix.yml: a JSON list of strings (``[]``: none)."""
     text = (raw or "").strip() or "[]"
@@ -260,12 +282,6 @@ def _write_outputs(path: str | None, values: Mapping[str, str]) -> None:
         sys.stdout.write(text)
 
 
-def _append(path: str | None, text: str) -> None:
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.ci.gha")
     parser.add_argument("--matrix", default=str(spec.DEFAULT_PATH), help="matrix.toml")
@@ -316,10 +332,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise GhaError(
                     f"no cell to run: tiers {tiers}, backends {chosen}, cells {args.cells!r}"
                 )
+            parts = split(emitted["include"])
             _write_outputs(
                 args.github_output,
                 {
                     "matrix": json.dumps(emitted),
+                    **{out: json.dumps(part) for (_, out), part in zip(CELL_JOBS, parts)},
+                    "more": "true" if any(part["include"] for part in parts[1:]) else "false",
                     "cells": json.dumps([e["cell"] for e in emitted["include"]]),
                     "tiers": " ".join(dict.fromkeys(tiers)),
                     "prefix": prefix,

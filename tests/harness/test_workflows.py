@@ -146,7 +146,8 @@ def test_nothing_runs_on_a_cancelled_run_and_every_upload_overwrites(path: Path)
 def test_the_aggregate_judges_the_cells_the_setup_job_emitted() -> None:
     """The aggregate passed on nothing: the report and the gate judged whatever came back."""
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
-    assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", "cell"]
+    cell_jobs = [job for job, _ in gha.CELL_JOBS]
+    assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", *cell_jobs]
     assert aggregate["env"]["EXPECTED_MATRIX"] == "${{ needs.setup.outputs.matrix }}"
     runs = [s.get("run", "") for s in aggregate["steps"]]
     manifest = next(i for i, r in enumerate(runs) if "python -m harness.ci.gha manifest" in r)
@@ -468,7 +469,7 @@ def test_matrix_pipeline_shape() -> None:
     assert any("python -m harness.ci.gha matrix" in s.get("run", "") for s in setup["steps"])
     strategy = cell["strategy"]
     assert strategy["fail-fast"] is False and "max-parallel" in strategy
-    assert strategy["matrix"] == "${{ fromJSON(needs.setup.outputs.matrix) }}"
+    assert strategy["matrix"] == "${{ fromJSON(needs.setup.outputs.jobs) }}"
     upload = [s for s in cell["steps"] if uses(s, "actions/upload-artifact")]
     assert upload[0]["with"]["name"] == "${{ matrix.artifact }}"
     assert upload[0]["if"] == "${{ !cancelled() }}"
@@ -476,6 +477,27 @@ def test_matrix_pipeline_shape() -> None:
     assert download[0]["with"]["pattern"] == "${{ needs.setup.outputs.prefix }}reports-*"
     assert download[0]["with"]["merge-multiple"] is True
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") for s in aggregate["steps"])
+
+
+def test_each_cell_job_runs_one_part_of_the_matrix_with_the_same_steps() -> None:
+    """GitHub starts no run whose matrix would make more than 256 jobs: setup splits the cells
+    over matrix.yml's cell jobs (harness.ci.gha.CELL_JOBS), alike but for their part and their
+    condition; a later one runs only when setup says there is more."""
+    doc = jobs(workflow("matrix.yml"))
+    first, *later = gha.CELL_JOBS
+    with_matrix = {k for k, j in doc.items() if "matrix" in j.get("strategy", {})}
+    assert with_matrix == {job for job, _ in gha.CELL_JOBS}
+    for job, part in gha.CELL_JOBS:
+        assert doc[job]["strategy"]["matrix"] == f"${{{{ fromJSON(needs.setup.outputs.{part}) }}}}"
+        assert doc["setup"]["outputs"][part] == f"${{{{ steps.emit.outputs.{part} }}}}"
+        same = {k: v for k, v in doc[job].items() if k not in ("if", "strategy")}
+        assert same == {k: v for k, v in doc[first[0]].items() if k not in ("if", "strategy")}
+        assert {k: v for k, v in doc[job]["strategy"].items() if k != "matrix"} == {
+            k: v for k, v in doc[first[0]]["strategy"].items() if k != "matrix"
+        }
+    assert "if" not in doc[first[0]]
+    for job, _ in later:
+        assert doc[job]["if"] == "${{ needs.setup.outputs.more == 'true' }}"
 
 
 def test_github_matrix_equals_the_cells_nox_lists() -> None:
