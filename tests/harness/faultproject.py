@@ -35,6 +35,31 @@ def ao_pin(ao: str) -> str:
     return f"{ao}.{1 if ao == '0.6' else 0}"
 
 
+def index_env() -> str:
+    """The variable naming the index the real cpu backend installs torch from (matrix.toml's
+    ``index_env``): the fault cells and the cache warm-up read the same one, so a hosted runner
+    that sets it (ci.yml: PyTorch's CPU wheels) never fetches the ~3 GB CUDA build for them."""
+    from harness.matrix import spec
+
+    return spec.load().backends["cpu"].index_env
+
+
+def warm_commands(uv: str, python: Path, environ: dict[str, str]) -> list[list[str]]:
+    """One ``uv pip install`` per TorchAO pin: what the fault cells install, from the index they
+    install from (``--index`` as the harness passes it, when the variable is set)."""
+    index = environ.get(index_env(), "").strip()
+    out = []
+    for ao in AO:
+        pins = ["torch==2.6.0", f"torchao=={ao_pin(ao)}", *TEST_REQUIREMENTS]
+        if ao == "0.8":
+            pins.append("setuptools")
+        out.append(
+            [uv, "pip", "install", "-q", "--python", str(python), *pins]
+            + (["--index", index] if index else [])
+        )
+    return out
+
+
 def warm_cache(scratch: Path) -> None:
     """Put what every fault cell installs into uv's cache: the cells install with
     ``UV_OFFLINE=1``, and a machine that has not run the matrix yet (a fresh CI machine runs
@@ -45,11 +70,7 @@ def warm_cache(scratch: Path) -> None:
     uv = uv_bin()
     venv = scratch / "warm-cache"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
-    for ao in AO:
-        pins = ["torch==2.6.0", f"torchao=={ao_pin(ao)}", *TEST_REQUIREMENTS]
-        if ao == "0.8":
-            pins.append("setuptools")
-        cmd = [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *pins]
+    for cmd in warm_commands(uv, venv / "bin" / "python", dict(os.environ)):
         offline = subprocess.run(
             cmd, env={**os.environ, "UV_OFFLINE": "1"}, capture_output=True, check=False
         )
@@ -166,6 +187,7 @@ def backend_table(name: str, faults: dict[str, str], *, extra: str = "") -> str:
         [backends.{name}]
         platforms = ["linux"]
         torch_probe = "torch.zeros(2).add(1).sum().item() == 2"
+        index_env = "{index_env()}"
         env = {{ {env} }}
         {extra}
         """
