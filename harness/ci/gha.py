@@ -3,8 +3,9 @@ aggregate's manifest of the cells it emitted.
 
     python -m harness.ci.gha matrix [--tier core] [--backend cpu] [--enabled "cuda xpu"]
                                  [--event schedule] [--cells "torch2.6-ao0.8-cpu"]
-                                 [--candidates '["pkg==1"]'] [--artifact-prefix NAME]
-                                 [--github-output "$GITHUB_OUTPUT"]
+                                 [--candidates "pkg==1 other @ https://…"]
+                                 [--pr-repository owner/name --pr-number N --pr-sha SHA]
+                                 [--artifact-prefix NAME] [--github-output "$GITHUB_OUTPUT"]
     python -m harness.ci.gha manifest --reports reports --tiers "core extended"
     python -m harness.ci.gha verdict --gate reports/gate.json [--github-output "$GITHUB_OUTPUT"]
 
@@ -12,7 +13,10 @@ aggregate's manifest of the cells it emitted.
 runner labels and the artifact name: what the aggregate judges), the same entries split for
 matrix.yml's cell jobs (``jobs``, ``jobs-more`` and ``more``: GitHub runs at most
 :data:`MAX_JOBS` jobs per matrix, :func:`split`), ``cells`` (the cell ids, JSON), ``tiers`` (space
-separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`) and ``trusted``
+separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`), ``candidates`` (a
+JSON list: what each cell installs after its pins; the input may be a JSON list or candidates
+separated by spaces, commas or newlines, :mod:`harness.ci.trigger`), ``judged`` (one Markdown line
+naming the upstream pull request the ``--pr-*`` arguments name, or empty) and ``trusted``
 (``true`` when the run installs no candidate: only such runs save caches that other runs
 restore) to the step's output file, and fails (exit 2, with the reason) instead of emitting
 something GitHub cannot run. Backends other than cpu are opt-in: a repository variable lists
@@ -29,7 +33,7 @@ report and the gate judge exactly those cells (:mod:`harness.cells.verdict`): an
 ``cell.json`` never came back is "no record", which fails both, and a cell the run did not emit
 is never counted missing (a narrowed run is judged on what it ran). ``verdict`` turns
 ``gate.json`` into the reusable workflow's outputs (verdict pass / fail / none, regressions,
-missing). Standard library.
+missing). Standard library and the harness.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cells import carry, group_run, run
+from harness.ci import trigger
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
 
@@ -190,21 +195,21 @@ def split(include: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             " backends, cells) or add a cell job to matrix.yml and harness.ci.gha.CELL_JOBS"
         )
     return [
-        {"include": list(include[i * MAX_JOBS : (i + 1) * MAX_JOBS])}
-        for i in range(len(CELL_JOBS))
+        {"include": list(include[i * MAX_JOBS : (i + 1) * MAX_JOBS])} for i in range(len(CELL_JOBS))
     ]
 
 
 def parse_candidates(raw: str | None) -> list[str]:
-    """The ``candidates`` input of matrix.yml: a JSON list of strings (``[]``: none)."""
-    text = (raw or "").strip() or "[]"
+    """The ``candidates`` input of matrix.yml: empty or ``[]`` for none; else a JSON list or
+    candidates separated by spaces, commas or newlines (:func:`harness.ci.trigger.split_candidates`:
+    an option-like candidate is refused)."""
+    text = (raw or "").strip()
+    if text in ("", "[]"):
+        return []
     try:
-        got = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GhaError(f"candidates: not a JSON list ({exc.msg}): {raw!r}") from None
-    if not isinstance(got, list) or not all(isinstance(c, str) for c in got):
-        raise GhaError(f"candidates: expected a JSON list of strings, got {raw!r}")
-    return got
+        return trigger.split_candidates(text)
+    except trigger.TriggerError as exc:
+        raise GhaError(str(exc)) from None
 
 
 def artifact_prefix(name: str, candidates: Sequence[str], selection: Sequence[str]) -> str:
@@ -282,17 +287,74 @@ def _write_outputs(path: str | None, values: Mapping[str, str]) -> None:
         sys.stdout.write(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _emit(matrix: spec.Matrix, args: argparse.Namespace) -> None:
+    """The setup job's outputs (the module's docstring), written to ``--github-output``."""
+    requested = [w for b in args.backend or [] for w in words(b)] or list(matrix.backends)
+    tiers = [t for t in words(" ".join(args.tier or [])) or ["core"]]
+    bad = [t for t in tiers if t not in spec.TIERS]
+    if bad:
+        raise GhaError(f"unknown tier {bad[0]!r}; accepted: {list(spec.TIERS)}")
+    chosen, dropped = select_backends(requested, words(args.enabled), args.event, matrix.backends)
+    for name, why in dropped.items():
+        print(f"{name}: left out: {why}", file=sys.stderr)
+    labels = runner_labels(matrix, os.environ.get(RUNS_ON_ENV))
+    candidates = parse_candidates(args.candidates)
+    try:
+        judged = trigger.judged_line(
+            args.pr_repository, args.pr_number, args.pr_sha, args.server or "https://github.com"
+        )
+    except trigger.TriggerError as exc:
+        raise GhaError(str(exc)) from None
+    selection = [" ".join(tiers), " ".join(chosen), " ".join(words(args.cells))]
+    prefix = artifact_prefix(args.artifact_prefix, candidates, selection)
+    emitted = github_matrix(
+        matrix, tiers, chosen, cells=words(args.cells), labels=labels, prefix=prefix
+    )
+    if not emitted["include"]:
+        raise GhaError(f"no cell to run: tiers {tiers}, backends {chosen}, cells {args.cells!r}")
+    parts = split(emitted["include"])
+    _write_outputs(
+        args.github_output,
+        {
+            "matrix": json.dumps(emitted),
+            **{out: json.dumps(part) for (_, out), part in zip(CELL_JOBS, parts, strict=True)},
+            "more": "true" if any(part["include"] for part in parts[1:]) else "false",
+            "cells": json.dumps([e["cell"] for e in emitted["include"]]),
+            "tiers": " ".join(dict.fromkeys(tiers)),
+            "prefix": prefix,
+            "candidates": json.dumps(candidates),  # what every cell installs after its pins
+            "judged": judged,
+            # a run that installs no candidate: the only kind whose jobs save caches (uv's,
+            # the example database) that later runs restore
+            "trusted": "false" if candidates else "true",
+        },
+    )
+    print(
+        f"{len(emitted['include'])} cells on {', '.join(chosen)}"
+        + (f"; candidates {candidates}" if candidates else "")
+        + (f"; {judged}" if judged else ""),
+        file=sys.stderr,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.ci.gha")
     parser.add_argument("--matrix", default=str(spec.DEFAULT_PATH), help="matrix.toml")
     sub = parser.add_subparsers(dest="command", required=True)
-    emit = sub.add_parser("matrix", help="write the matrix, cells and tiers outputs")
+    emit = sub.add_parser("matrix", help="write the setup job's outputs")
     emit.add_argument("--tier", action="append", help="tiers, space separated (default: core)")
     emit.add_argument("--backend", action="append", help="requested (default: every backend)")
     emit.add_argument("--enabled", default="", help="backends the repository enabled")
     emit.add_argument("--event", default=None, help="github.event_name")
     emit.add_argument("--cells", default="", help="narrow to these cell ids or sessions")
-    emit.add_argument("--candidates", default="[]", help="the run's candidates (JSON list)")
+    emit.add_argument(
+        "--candidates", default="", help="the run's candidates: a JSON list, or separated by"
+        " spaces, commas or newlines (empty or []: none)"
+    )  # fmt: skip
+    emit.add_argument("--pr-repository", default="", help="the judged upstream PR's owner/name")
+    emit.add_argument("--pr-number", default="", help="its number")
+    emit.add_argument("--pr-sha", default="", help="its head commit")
+    emit.add_argument("--server", default=os.environ.get("GITHUB_SERVER_URL", ""))
     emit.add_argument("--artifact-prefix", default="", help="the call's artifact prefix")
     emit.add_argument("--github-output", default=None)
     manifest = sub.add_parser(
@@ -303,7 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     result = sub.add_parser("verdict", help="the gate's result as workflow outputs")
     result.add_argument("--gate", type=Path, default=Path("reports/gate.json"))
     result.add_argument("--github-output", default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.command == "verdict":
         gate = json.loads(args.gate.read_text()) if args.gate.exists() else None
         _write_outputs(args.github_output, verdict(gate))
@@ -311,43 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     matrix = spec.load(args.matrix)
     try:
         if args.command == "matrix":
-            requested = [w for b in args.backend or [] for w in words(b)] or list(matrix.backends)
-            tiers = [t for t in words(" ".join(args.tier or [])) or ["core"]]
-            bad = [t for t in tiers if t not in spec.TIERS]
-            if bad:
-                raise GhaError(f"unknown tier {bad[0]!r}; accepted: {list(spec.TIERS)}")
-            chosen, dropped = select_backends(
-                requested, words(args.enabled), args.event, matrix.backends
-            )
-            for name, why in dropped.items():
-                print(f"{name}: left out: {why}", file=sys.stderr)
-            labels = runner_labels(matrix, os.environ.get(RUNS_ON_ENV))
-            candidates = parse_candidates(args.candidates)
-            selection = [" ".join(tiers), " ".join(chosen), " ".join(words(args.cells))]
-            prefix = artifact_prefix(args.artifact_prefix, candidates, selection)
-            emitted = github_matrix(
-                matrix, tiers, chosen, cells=words(args.cells), labels=labels, prefix=prefix
-            )
-            if not emitted["include"]:
-                raise GhaError(
-                    f"no cell to run: tiers {tiers}, backends {chosen}, cells {args.cells!r}"
-                )
-            parts = split(emitted["include"])
-            _write_outputs(
-                args.github_output,
-                {
-                    "matrix": json.dumps(emitted),
-                    **{out: json.dumps(part) for (_, out), part in zip(CELL_JOBS, parts)},
-                    "more": "true" if any(part["include"] for part in parts[1:]) else "false",
-                    "cells": json.dumps([e["cell"] for e in emitted["include"]]),
-                    "tiers": " ".join(dict.fromkeys(tiers)),
-                    "prefix": prefix,
-                    # a run that installs no candidate: the only kind whose jobs save caches
-                    # (uv's, the example database) that later runs restore
-                    "trusted": "false" if candidates else "true",
-                },
-            )
-            print(f"{len(emitted['include'])} cells on {', '.join(chosen)}", file=sys.stderr)
+            _emit(matrix, args)
             return 0
         ids = expected_cells(os.environ.get(EXPECTED_ENV, ""))
         doc = emitted_manifest(matrix, ids, words(args.tiers))

@@ -1,23 +1,19 @@
 """What a gate run was asked to judge: the upstream candidates and the upstream pull request.
 
-    python -m harness.ci.trigger [--github-output "$GITHUB_OUTPUT"]
-
-reads ``$CANDIDATES`` (the dispatch form's field or a ``repository_dispatch`` payload: one or
-more candidates separated by newlines, spaces or commas; a JSON list is also taken) and
-``$PR_REPOSITORY``, ``$PR_NUMBER``, ``$PR_SHA`` (optional: the upstream pull request the
-candidate comes from), and writes ``candidates`` (a JSON list) and ``judged`` (one Markdown
-line naming the pull request, or empty). Everything here is untrusted input: a candidate that
-starts with ``-`` (it would become an installer option) and a malformed pull-request field are
-refused with the bad value and what is accepted. Standard library.
+:func:`split_candidates` reads a ``candidates`` input (the dispatch form's field, a
+``repository_dispatch`` payload or a caller's ``with:``: one or more candidates separated by
+newlines, spaces or commas; a JSON list is also taken) and :func:`judged_line` the upstream pull
+request it comes from (owner/name, number, head commit; all optional) as one Markdown line.
+matrix.yml's setup job runs both (``python -m harness.ci.gha matrix``). Everything here is
+untrusted input: a candidate that starts with ``-`` (it would become an installer option) and a
+malformed pull-request field are refused with the bad value and what is accepted. Standard
+library.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
-import sys
 
 from harness.matrix.errors import Refused
 
@@ -47,6 +43,11 @@ def split_candidates(raw: str) -> list[str]:
             text = str(json.loads(text)).strip()
         except json.JSONDecodeError as exc:
             raise TriggerError(f"candidates: not a JSON string ({exc.msg}): {raw!r}") from None
+    if text.startswith("{"):  # JSON, but not a list: no requirement starts with a brace
+        raise TriggerError(
+            f"candidates: expected a JSON list of strings or candidates separated by spaces,"
+            f" commas or newlines, got {raw!r}"
+        )
     if text.startswith("["):
         try:
             items = json.loads(text)
@@ -110,33 +111,3 @@ def judged_line(repository: str, number: str, sha: str, server: str) -> str:
     url = f"{server.rstrip('/')}/{repository}/pull/{number}"
     at = f" at `{sha[:12]}`" if sha else ""
     return f"Judged: upstream pull request [{repository}#{number}]({url}){at}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.ci.trigger")
-    parser.add_argument("--github-output", default=None)
-    args = parser.parse_args(argv)
-    env = os.environ
-    try:
-        candidates = split_candidates(env.get("CANDIDATES", ""))
-        judged = judged_line(
-            env.get("PR_REPOSITORY", ""),
-            env.get("PR_NUMBER", ""),
-            env.get("PR_SHA", ""),
-            env.get("GITHUB_SERVER_URL") or "https://github.com",
-        )
-    except TriggerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    text = f"candidates={json.dumps(candidates)}\njudged={judged}\n"
-    if args.github_output:
-        with open(args.github_output, "a", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-    print(f"candidates: {candidates}" + (f"; {judged}" if judged else ""), file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

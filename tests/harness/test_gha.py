@@ -1,4 +1,4 @@
-"""harness.ci.gha and harness.ci.trigger: what the workflows' setup, resolve and aggregate steps run."""
+"""harness.ci.gha and harness.ci.trigger: what the workflows' setup and aggregate steps run."""
 
 from __future__ import annotations
 
@@ -456,34 +456,45 @@ def test_bad_candidates_are_refused_with_the_value(raw: str, message: str) -> No
         trigger.split_candidates(raw)
 
 
-def test_the_resolve_step_refuses_an_option_as_a_candidate(tmp_path: Path) -> None:
+SETUP = ("harness.ci.gha", "matrix", "--tier=core", "--backend=cpu", "--cells=torch2.6-ao0.8-cpu")
+
+
+def test_the_setup_step_refuses_an_option_as_a_candidate(tmp_path: Path) -> None:
     """A candidate starting with '--' used to reach `uv pip install` as an option."""
     out = tmp_path / "o"
-    done = run_module(
-        "harness.ci.trigger", f"--github-output={out}", env={"CANDIDATES": "--pre safetensors"}
-    )
+    done = run_module(*SETUP, "--candidates=--pre safetensors", f"--github-output={out}")
     assert done.returncode == 2 and "'--pre' starts with '-'" in done.stderr
     assert not out.exists()
+    done = run_module(*SETUP, "--candidates=null", f"--github-output={out}")
+    assert done.returncode == 2 and "no candidate given" in done.stderr  # an absent payload field
 
 
-def test_the_resolve_step_names_the_upstream_pull_request(tmp_path: Path) -> None:
+def test_the_setup_step_resolves_candidates_and_names_the_upstream_pull_request(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "o"
-    env = {
-        "CANDIDATES": "safetensors==0.4.5",
-        "PR_REPOSITORY": "huggingface/safetensors",
-        "PR_NUMBER": "512",
-        "PR_SHA": "ABCDEF0123456789",
-        "GITHUB_SERVER_URL": "https://github.com",
-    }
-    done = run_module("harness.ci.trigger", f"--github-output={out}", env=env)
+    done = run_module(
+        *SETUP,
+        '--candidates="safetensors==0.4.5 numpy<2"',  # toJSON() of a dispatch payload's string
+        "--pr-repository=huggingface/safetensors",
+        "--pr-number=512",
+        "--pr-sha=ABCDEF0123456789",
+        f"--github-output={out}",
+        env={"GITHUB_SERVER_URL": "https://github.com"},
+    )
     assert done.returncode == 0, done.stderr
     got = outputs(out)
-    assert json.loads(got["candidates"]) == ["safetensors==0.4.5"]
+    assert json.loads(got["candidates"]) == ["safetensors==0.4.5", "numpy<2"]
     assert got["judged"] == (
         "Judged: upstream pull request [huggingface/safetensors#512]"
         "(https://github.com/huggingface/safetensors/pull/512) at `abcdef012345`"
     )
-    assert trigger.judged_line("", "", "", "https://github.com") == ""
+    assert got["trusted"] == "false"
+    plain = tmp_path / "plain"
+    assert run_module(*SETUP, f"--github-output={plain}").returncode == 0
+    assert (outputs(plain)["candidates"], outputs(plain)["judged"]) == ("[]", "")
+    bad = run_module(*SETUP, "--candidates=x==1", "--pr-repository=a/b", "--pr-number=0")
+    assert bad.returncode == 2 and "pr.number" in bad.stderr
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from harness.matrix import spec
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
-REUSABLE = ("matrix.yml", "gate.yml")  # called by workflow_call, possibly from elsewhere
+REUSABLE = ("matrix.yml",)  # called by workflow_call, possibly from another repository
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -194,16 +194,34 @@ def test_ci_concurrency_cannot_collide_across_forks() -> None:
 
 
 def test_a_newer_push_to_an_upstream_pr_cancels_its_older_gate() -> None:
-    """gate.yml: one group per upstream pull request (its repository and number, from the
-    inputs or the dispatch payload), cancelled in progress; a run naming no pull request is its
-    own group; the prefix keeps it apart from a caller's own group."""
-    concurrency = workflow("gate.yml")["concurrency"]
+    """matrix.yml: one group per upstream pull request (its repository and number, from the
+    inputs, which gate.yml fills from the dispatch payload), cancelled in progress; a call naming
+    no pull request is its own group; the prefix keeps it apart from a caller's own group."""
+    concurrency = workflow("matrix.yml")["concurrency"]
     assert concurrency["cancel-in-progress"] is True
     group = concurrency["group"]
     assert group.startswith("compat-matrix-gate-${{")
-    for source in ("inputs.pr-", "github.event.client_payload.pr."):
-        assert f"{source}number" in group and f"{source}repository" in group
-    assert "github.run_id" in group
+    assert "inputs.pr-number" in group and "inputs.pr-repository" in group
+    assert "github.run_id" in group and "inputs.candidates" in group
+    call = jobs(workflow("gate.yml"))["matrix"]["with"]
+    assert call["pr-repository"] == "${{ github.event.client_payload.pr.repository }}"
+    assert "github.event.client_payload.pr.number" in call["pr-number"]
+    assert "concurrency" not in workflow("gate.yml")  # the same group around the call: a deadlock
+
+
+def test_no_workflow_another_repository_calls_calls_a_local_workflow() -> None:
+    """Inside a workflow called from another repository, `uses: ./…` is looked up in the
+    caller's repository ("workflow was not found"), and act, which runs the caller's `uses:`
+    as a local path, cannot show it. So a workflow with workflow_call calls no `./` workflow
+    or action; the ones started here (gate.yml, ci.yml, nightly.yml, baseline.yml) may."""
+    for path in WORKFLOWS:
+        doc = load(path)
+        local = [n for n, j in jobs(doc).items() if str(j.get("uses", "")).startswith("./")]
+        local += [n for n, st in steps(doc) if str(st.get("uses", "")).startswith("./")]
+        if "workflow_call" in doc["on"]:
+            assert path.name in REUSABLE and local == [], (path.name, local)
+        else:
+            assert path.name not in REUSABLE
 
 
 def test_the_nightly_uses_the_nightly_profile_and_keeps_its_database() -> None:
@@ -310,9 +328,7 @@ def test_every_artifact_of_a_call_carries_the_calls_prefix() -> None:
     )
     (emit,) = [s for s in jobs(doc)["setup"]["steps"] if s.get("id") == "emit"]
     assert '--artifact-prefix="$PREFIX"' in emit["run"]
-    gate = workflow("gate.yml")
-    assert "artifact-prefix" in gate["on"]["workflow_call"]["inputs"]
-    assert jobs(gate)["matrix"]["with"]["artifact-prefix"] == "${{ inputs.artifact-prefix }}"
+    assert emit["env"]["PREFIX"] == "${{ inputs.artifact-prefix }}"
 
 
 def granted(scope: str, level: str) -> list[tuple[str, str]]:
@@ -333,47 +349,59 @@ def test_only_the_nightly_issue_job_may_write_issues() -> None:
 
 
 def test_gate_entry_points_and_outputs() -> None:
+    """gate.yml: the dispatch form and the upstream's repository_dispatch; matrix.yml: the
+    workflow an upstream CI calls, whose outputs come from its aggregate job in one hop (act
+    passes no outputs through two levels of workflow_call)."""
     doc = workflow("gate.yml")
-    assert {"workflow_dispatch", "workflow_call", "repository_dispatch"} <= set(doc["on"])
+    assert set(doc["on"]) == {"workflow_dispatch", "repository_dispatch"}
     assert doc["on"]["repository_dispatch"]["types"] == ["upstream-pr"]
     described = doc["on"]["workflow_dispatch"]["inputs"]["candidates"]["description"]
     assert "spaces" in described and "commas" in described and "one per line" not in described
-    outputs = doc["on"]["workflow_call"]["outputs"]
-    assert {k: v["value"] for k, v in outputs.items()} == {
-        k: f"${{{{ jobs.verdict.outputs.{k} }}}}"
-        for k in ("verdict", "regressions", "missing", "artifact")
-    }
-    verdict = jobs(doc)["verdict"]  # one hop per level: act passes no outputs through two
-    assert verdict["if"] == "${{ !cancelled() }}" and "matrix" in verdict["needs"]
-    (step,) = [s for s in verdict["steps"] if s.get("id") == "verdict"]
-    # the outputs and the summary first: a failed commit status post never holds them back
-    assert verdict["steps"][0] is step
-    matrix_outputs = workflow("matrix.yml")["on"]["workflow_call"]["outputs"]
-    for k in outputs:
+    call = jobs(doc)["matrix"]
+    assert call["uses"].startswith("./.github/workflows/matrix.yml")
+    assert call["with"]["gate"] is True
+    assert call["with"]["candidates"] == (
+        "${{ inputs.candidates || toJSON(github.event.client_payload.candidates) }}"
+    )
+    matrix = workflow("matrix.yml")
+    outputs = matrix["on"]["workflow_call"]["outputs"]
+    for k in ("verdict", "regressions", "missing", "artifact"):
+        assert outputs[k]["value"] == f"${{{{ jobs.aggregate.outputs.{k} }}}}"
+    inputs = matrix["on"]["workflow_call"]["inputs"]
+    assert {"candidates", "pr-repository", "pr-number", "pr-sha", "gate"} <= set(inputs)
+    assert "judged" not in inputs  # setup writes it from the pr-* inputs
+    setup = jobs(matrix)["setup"]
+    (emit,) = [s for s in setup["steps"] if s.get("id") == "emit"]
+    assert {"CANDIDATES", "PR_REPOSITORY", "PR_NUMBER", "PR_SHA"} <= set(emit["env"])
+    for out in ("candidates", "judged"):
+        assert setup["outputs"][out] == f"${{{{ steps.emit.outputs.{out} }}}}"
+    # every cell installs the candidates setup resolved, never the raw input
+    for job, _ in gha.CELL_JOBS:
+        (cell_run,) = [s for s in jobs(matrix)[job]["steps"] if s.get("name") == "run the cell"]
         assert (
-            k in matrix_outputs and step["env"][k.upper()] == f"${{{{ needs.matrix.outputs.{k} }}}}"
+            cell_run["env"]["COMPAT_MATRIX_CANDIDATES"] == "${{ needs.setup.outputs.candidates }}"
         )
-    (resolve,) = [s for s in jobs(doc)["resolve"]["steps"] if s.get("id") == "resolve"]
-    assert set(resolve["env"]) == {"CANDIDATES", "PR_REPOSITORY", "PR_NUMBER", "PR_SHA"}
-    assert "harness.ci.trigger" in resolve["run"]
-    call = jobs(doc)["matrix"]["with"]
-    assert call["gate"] is True and call["judged"] == "${{ needs.resolve.outputs.judged }}"
 
 
 def test_the_gate_reports_to_the_upstream_commit_with_a_secret_never_the_payload() -> None:
-    doc = workflow("gate.yml")
-    assert doc["on"]["workflow_call"]["secrets"]["status-token"]["required"] is False
-    verdict = jobs(doc)["verdict"]
-    assert verdict["permissions"] == {"contents": "read"}
-    (post,) = [s for s in verdict["steps"] if "harness.ci.commit_status" in s.get("run", "")]
-    assert post["env"]["UPSTREAM_STATUS_TOKEN"] == (
-        "${{ secrets.status-token || secrets.COMPAT_MATRIX_STATUS_TOKEN }}"
-    )
-    assert all("client_payload" not in v for k, v in post["env"].items() if "TOKEN" in k)
+    matrix = workflow("matrix.yml")
+    assert matrix["on"]["workflow_call"]["secrets"]["status-token"]["required"] is False
+    aggregate = jobs(matrix)["aggregate"]
+    assert aggregate["permissions"] == {"contents": "read"}
+    names = [s.get("name", "") for s in aggregate["steps"]]
+    (post,) = [s for s in aggregate["steps"] if "harness.ci.commit_status" in s.get("run", "")]
+    assert post["env"]["UPSTREAM_STATUS_TOKEN"] == "${{ secrets.status-token }}"
     assert post["continue-on-error"] is True
-    (download,) = [s for s in verdict["steps"] if uses(s, "actions/download-artifact")]
-    assert download["with"]["name"] == "${{ needs.matrix.outputs.artifact }}"
-    assert download["continue-on-error"] is True
+    assert post["if"] == "${{ !cancelled() && inputs.pr-sha != '' }}"
+    # after the outputs and the uploads, which a failed post must never hold back
+    at = names.index(post["name"])
+    assert at > names.index("the gate's verdict as outputs")
+    assert at > names.index("upload the report and the gate's result")
+    gate = jobs(workflow("gate.yml"))["matrix"]
+    assert gate["secrets"] == {"status-token": "${{ secrets.COMPAT_MATRIX_STATUS_TOKEN }}"}
+    for path in WORKFLOWS:
+        text = path.read_text()
+        assert not re.search(r"TOKEN[^\n]*client_payload", text), path.name
 
 
 def test_the_baseline_workflow_records_and_uploads_a_baseline() -> None:

@@ -109,11 +109,9 @@ def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path:
     report(run, "gate.yml by repository_dispatch, harmless candidate")
     assert run.returncode == 0, explain(run)
     assert {j.job_id: j.result for j in run.jobs.values()} == {
-        "resolve": "success",
         "setup": "success",
         "cell": "success",
         "aggregate": "success",
-        "verdict": "success",
     }, explain(run)
     assert cell_record(run, CELL)["candidates"] == ["safetensors==0.8.0"]
     summary = run.one("aggregate").summary
@@ -125,14 +123,13 @@ def test_gate_by_repository_dispatch_judges_a_harmless_candidate_green(tmp_path:
     stored = run.artifact(f"{prefix(run)}matrix-report")
     assert json.loads((stored / "gate.json").read_text())["ok"] is True
     assert (stored / "gate.md").read_text() in summary
-    verdict = run.one("verdict").summary  # gate.yml's own summary names the PR again
-    assert f"[{PR['repository']}#{PR['number']}]" in verdict and "Gate verdict: **pass**" in verdict
+    assert "Gate verdict: **pass**, 0 regressed tests, 0 missing" in summary
     # the candidate ran in the cell: nothing it could touch is saved to a cache other runs
     # restore (it restored one: reading is harmless)
     caches = [a["action"] for a in run.actions() if a["action"].startswith("cache-")]
     assert "cache-restore" in caches and "cache-save" not in caches, caches
-    # no token for the upstream repository here: the verdict job says it posted no status
-    said = "\n".join(run.one("verdict").output)
+    # no token for the upstream repository here: the aggregate says it posted no status
+    said = "\n".join(run.one("aggregate").output)
     assert "no commit status posted" in said and "UPSTREAM_STATUS_TOKEN is not set" in said, said
 
 
@@ -144,8 +141,9 @@ jobs:
   gate:
     permissions:
       contents: read
-    uses: ./.github/workflows/gate.yml
+    uses: ./.github/workflows/matrix.yml
     with:
+      gate: true
       candidates: "%s"
       cells: %s
       pr-repository: huggingface/safetensors
@@ -154,8 +152,8 @@ jobs:
 
 
 def call_gate(tmp_path: Path, name: str, candidate: str) -> act.Run:
-    """gate.yml as a reusable workflow, called from a workflow of the copy (as an upstream
-    project's CI would call it)."""
+    """matrix.yml as the gate, called from a workflow of the copy (as an upstream project's CI
+    would call it)."""
     repo, work = scenario(tmp_path, name)
     (repo / ".github" / "workflows" / "upstream-caller.yml").write_text(CALLER % (candidate, CELL))
     act.commit(repo)
@@ -165,7 +163,7 @@ def call_gate(tmp_path: Path, name: str, candidate: str) -> act.Run:
 @pytest.mark.act
 def test_gate_called_with_a_breaking_candidate_is_red_and_names_the_test(tmp_path: Path) -> None:
     run = call_gate(tmp_path, "gate-red", "safetensors==0.4.5")
-    report(run, "gate.yml by workflow_call, safetensors==0.4.5")
+    report(run, "matrix.yml as the gate by workflow_call, safetensors==0.4.5")
     assert run.returncode != 0
     results = {j.job_id: j.result for j in run.jobs.values()}
     assert results["cell"] == "failure" and results["aggregate"] == "failure", explain(run)
@@ -211,6 +209,7 @@ BROKEN = {
         "pr-number: ${{ github.event.pull_request.number }} is a number",
     ),
     "outputs skipped after a red gate": ("    if: ${{ !cancelled() }}\n", "", "!cancelled()"),
+    "no gate: true": ("      gate: true\n", "", "`gate: true` is not given"),
     "run: with an unquoted colon": (
         "run: |\n          echo",
         "run: echo",
@@ -234,8 +233,8 @@ def call_from_upstream(tmp_path: Path, name: str, candidate: str, number: int, s
     repo, work = scenario(tmp_path, name)
     text, diff = upstream.for_act(readme_caller(), candidate=candidate, cells=DS_CELL)
     assert diff == [
-        "-    uses: OWNER/compat-matrix/.github/workflows/gate.yml@<sha>",
-        "+    uses: ./.github/workflows/gate.yml",
+        "-    uses: OWNER/compat-matrix/.github/workflows/matrix.yml@<sha>",
+        "+    uses: ./.github/workflows/matrix.yml",
         f'-      candidates: "{upstream.CANDIDATE}"',
         f'+      candidates: "{candidate}"',
         f"+      cells: {DS_CELL}",
@@ -304,11 +303,9 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
     report(green, "README caller on pull_request: the untouched copy as a wheel")
     assert green.returncode == 0, explain(green)
     assert {j.job_id: j.result for j in green.jobs.values()} == {
-        "resolve": "success",
         "setup": "success",
         "cell": "success",
         "aggregate": "success",
-        "verdict": "success",
         "summary": "success",
     }, explain(green)
     green_prefix = prefix(green)
@@ -320,11 +317,11 @@ def test_upstream_caller_gates_a_regressed_source_tree_red_and_its_wheel_green(
     assert peer["ok"] and peer["sdist"] == "accelerate-1.15.0.tar.gz", peer
     assert peer["note"].startswith(f"installed from file://{wheel}"), peer
     assert "# Regression gate: ✅ no regressions" in green.one("aggregate").summary
-    # gate.yml's own outputs, every count the matrix gives (the caller below reads them)
-    outputs = green.one("verdict").set_outputs
+    # the called workflow's outputs, every count the gate gives (the caller below reads them)
+    outputs = green.one("aggregate").set_outputs
     assert (outputs["verdict"], outputs["regressions"], outputs["missing"]) == ("pass", "0", "0")
     said = "Gate verdict: **pass**, 0 regressed tests, 0 missing"
-    assert said in green.one("verdict").summary, explain(green)
+    assert said in green.one("aggregate").summary, explain(green)
     caller = green.one("summary")
     assert caller.result == "success", explain(green)
     artifact = f"{green_prefix}matrix-report"

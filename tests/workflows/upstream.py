@@ -2,9 +2,9 @@
 stand-in for an upstream repository (for test_act.py).
 
 The caller workflow lives in one place, docs/github-actions.md (the one ``yaml`` block that calls
-``…/.github/workflows/gate.yml@``). :func:`problems` checks it as GitHub would take it:
-permissions that cover every job of the gate, a pull-request number passed as a string, a
-candidate that names the package's subdirectory, the outputs read after a red gate.
+``…/.github/workflows/matrix.yml@``). :func:`problems` checks it as GitHub would take it:
+permissions that cover every job of the gate, ``gate: true``, a pull-request number passed as a
+string, a candidate that names the package's subdirectory, the outputs read after a red gate.
 :func:`for_act` makes the few changes a local run needs and says which lines they touched.
 :func:`accelerate_repository` builds an upstream repository whose Python package lives in a
 subdirectory (like safetensors' ``bindings/python``): accelerate's released source in
@@ -38,7 +38,8 @@ CANDIDATE = (
     "@${{ github.event.pull_request.head.sha }}#subdirectory=bindings/python"
 )
 # the two placeholders a reader fills in: their fork of compat-matrix and a full commit of it
-USES = re.compile(r"^OWNER/compat-matrix/\.github/workflows/gate\.yml@<sha>$")
+CALLED = "matrix.yml"  # the workflow an upstream calls: it calls no other (test_workflows.py)
+USES = re.compile(r"^OWNER/compat-matrix/\.github/workflows/matrix\.yml@<sha>$")
 FILLED = ("example-owner", "0123456789abcdef0123456789abcdef01234567")
 # context fields GitHub gives as numbers: a typed `string` input refuses them unless formatted
 NUMERIC = re.compile(r"^\$\{\{\s*[\w.-]*\b(number|run_id|run_number|run_attempt)\s*\}\}$")
@@ -82,12 +83,13 @@ include = ["accelerate*"]
 
 
 def caller_example(readme: str) -> str:
-    """The documented caller workflow (docs/github-actions.md): the one ```yaml block that calls gate.yml at a commit."""
+    """The documented caller workflow (docs/github-actions.md): the one ```yaml block that
+    calls matrix.yml at a commit."""
     blocks = re.findall(r"^```yaml\n(.*?)^```$", readme, flags=re.S | re.M)
-    found = [b for b in blocks if "/.github/workflows/gate.yml@" in b]
+    found = [b for b in blocks if f"/.github/workflows/{CALLED}@" in b]
     assert len(found) == 1, (
-        f"docs/github-actions.md: expected one ```yaml block calling .../.github/workflows/gate.yml@<sha>,"
-        f" found {len(found)}"
+        f"docs/github-actions.md: expected one ```yaml block calling"
+        f" .../.github/workflows/{CALLED}@<sha>, found {len(found)}"
     )
     return found[0]
 
@@ -125,7 +127,7 @@ def requested(workflow: Path) -> dict[str, int]:
 
 
 def _gate_inputs() -> dict[str, dict[str, Any]]:
-    return dict(load((WORKFLOWS / "gate.yml").read_text())["on"]["workflow_call"]["inputs"])
+    return dict(load((WORKFLOWS / CALLED).read_text())["on"]["workflow_call"]["inputs"])
 
 
 def problems(text: str) -> list[str]:
@@ -140,13 +142,13 @@ def problems(text: str) -> list[str]:
     if doc.get("permissions") != {}:
         out.append("the workflow does not start from `permissions: {}`")
     jobs = dict(doc.get("jobs") or {})
-    calls = {n: j for n, j in jobs.items() if "/.github/workflows/gate.yml@" in str(j.get("uses"))}
+    calls = {n: j for n, j in jobs.items() if f"/.github/workflows/{CALLED}@" in str(j.get("uses"))}
     if len(calls) != 1:
-        return [*out, f"expected one job calling gate.yml at a commit, found {len(calls)}"]
+        return [*out, f"expected one job calling {CALLED} at a commit, found {len(calls)}"]
     ((name, gate),) = calls.items()
     if not USES.match(str(gate["uses"])):
-        out.append(f"`uses: {gate['uses']}` is not OWNER/compat-matrix/…/gate.yml@<sha>")
-    need = requested(WORKFLOWS / "gate.yml")
+        out.append(f"`uses: {gate['uses']}` is not OWNER/compat-matrix/…/{CALLED}@<sha>")
+    need = requested(WORKFLOWS / CALLED)
     grants = _grants(gate.get("permissions"))
     for perm, level in sorted(need.items()):
         if max(grants.get(perm, 0), grants.get("*", 0)) < level:
@@ -160,9 +162,11 @@ def problems(text: str) -> list[str]:
         out.append(f"job {name!r} grants more than the gate's jobs ask for: {extra}")
     inputs = _gate_inputs()
     given = dict(gate.get("with") or {})
-    out += [f"gate.yml has no input {k!r}" for k in given if k not in inputs]
+    out += [f"{CALLED} has no input {k!r}" for k in given if k not in inputs]
+    if given.get("gate") is not True:
+        out.append("`gate: true` is not given: the run would not be judged against the baseline")
     out += [
-        f"gate.yml's required input {k!r} is not given"
+        f"{CALLED}'s required input {k!r} is not given"
         for k, v in inputs.items()
         if v.get("required") and k not in given
     ]
@@ -227,15 +231,15 @@ def linted(text: str) -> list[str]:
 
 def for_act(example: str, *, candidate: str, cells: str) -> tuple[str, list[str]]:
     """The example as a workflow of the local copy: the gate called as ./.github/workflows/
-    gate.yml, ``candidate`` instead of safetensors' pull request, the matrix narrowed to
+    matrix.yml, ``candidate`` instead of safetensors' pull request, the matrix narrowed to
     ``cells``. Returns the text and the diff lines (``-old`` / ``+new``) these changes made."""
     lines = example.splitlines(keepends=True)
     out = []
     for line in lines:
         indent = line[: len(line) - len(line.lstrip())]
         key = line.strip().split(":", 1)[0]
-        if key == "uses" and "/.github/workflows/gate.yml@" in line:
-            line = f"{indent}uses: ./.github/workflows/gate.yml\n"
+        if key == "uses" and f"/.github/workflows/{CALLED}@" in line:
+            line = f"{indent}uses: ./.github/workflows/{CALLED}\n"
         elif key == "candidates":
             line = f'{indent}candidates: "{candidate}"\n'
             out.append(line)
