@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,18 +45,23 @@ def index_env() -> str:
     return spec.load().backends["cpu"].index_env
 
 
-def warm_commands(uv: str, python: Path, environ: dict[str, str]) -> list[list[str]]:
-    """One ``uv pip install`` per TorchAO pin: what the fault cells install, from the index they
-    install from (``--index`` as the harness passes it, when the variable is set)."""
+def index_args(environ: Mapping[str, str]) -> list[str]:
+    """``--index URL`` as the harness passes it to a cpu cell's install when the variable is
+    set (nothing otherwise): for every venv of torch these tests make."""
     index = environ.get(index_env(), "").strip()
+    return ["--index", index] if index else []
+
+
+def warm_commands(uv: str, python: Path, environ: Mapping[str, str]) -> list[list[str]]:
+    """One ``uv pip install`` per TorchAO pin: what the fault cells install, from the index they
+    install from."""
     out = []
     for ao in AO:
         pins = ["torch==2.6.0", f"torchao=={ao_pin(ao)}", *TEST_REQUIREMENTS]
         if ao == "0.8":
             pins.append("setuptools")
         out.append(
-            [uv, "pip", "install", "-q", "--python", str(python), *pins]
-            + (["--index", index] if index else [])
+            [uv, "pip", "install", "-q", "--python", str(python), *pins, *index_args(environ)]
         )
     return out
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.faultproject import AO, Project, ao_pin
+from tests.harness.faultproject import AO, Project, ao_pin, index_env
 
 SUITE = '''
 """Tests whose dependence on TorchAO is known, and one that lies about it."""
@@ -117,6 +117,7 @@ def matrix_text() -> str:
             f"[backends.{name}]",
             'platforms = ["linux"]',
             'torch_probe = "torch.zeros(2).add(1).sum().item() == 2"',
+            f'index_env = "{index_env()}"',  # torch from where the warm-up took it
             f'env = {{ CARRY = "{name}" }}',
         ]
     lines.append(

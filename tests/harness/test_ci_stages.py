@@ -63,10 +63,12 @@ def test_a_stage_past_its_limit_is_stopped_with_its_children_and_named() -> None
 
 
 def test_a_stage_within_its_limit_returns_its_own_status_and_no_limit_line() -> None:
-    out = bash("STAGE_LIMIT_S[demo]=30; stage demo bash -c 'exit 124'; echo \"rc=$?\"; stage_summary")
+    out = bash(
+        "STAGE_LIMIT_S[demo]=30; stage demo bash -c 'exit 124'; echo \"rc=$?\"; stage_summary"
+    )
     assert "rc=124" in out.stdout  # its own 124, not timeout's: no limit was hit
     assert "TIME LIMIT" not in out.stdout + out.stderr
-    ok = bash("STAGE_LIMIT_S[demo]=30; stage demo true; echo \"rc=$?\"; stage_summary")
+    ok = bash('STAGE_LIMIT_S[demo]=30; stage demo true; echo "rc=$?"; stage_summary')
     assert "rc=0" in ok.stdout
     assert re.search(r"^\s+\d+ s  demo\s+\(limit 30 s\)$", ok.stdout, flags=re.M), ok.stdout
 

@@ -23,7 +23,9 @@ def test_the_fault_backends_read_the_real_cpu_backends_index_variable(tmp_path: 
         assert backend.index_url({name: INDEX}) == INDEX
         assert backend.index_url({}) is None
     cell = next(iter(fault.cells(tiers=spec.TIERS)))
-    (cmd,) = install_commands(cell, tmp_path / "py", uv="uv", requirements=(), environ={name: INDEX})
+    (cmd,) = install_commands(
+        cell, tmp_path / "py", uv="uv", requirements=(), environ={name: INDEX}
+    )
     assert cmd[cmd.index("--index") + 1] == INDEX
 
 

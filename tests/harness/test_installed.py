@@ -22,6 +22,7 @@ from harness.cells import installed
 from harness.cells.cell import CellResult
 from harness.matrix import backends, paths, spec
 from harness.report import pages as report
+from tests.harness.faultproject import index_args
 
 ROOT = paths.ROOT
 MATRIX = spec.load(paths.DEFAULT_MATRIX)
@@ -58,6 +59,7 @@ def venv(where: Path, python: str, packages: list[str]) -> Path:
     subprocess.run([uv, "venv", "--quiet", "--clear", "--python", python, str(where)], check=True)
     if packages:
         cmd = [uv, "pip", "install", "--quiet", "--python", str(interpreter), *packages]
+        cmd += index_args(env)  # torch from where the fault cells and the warm-up took it
         subprocess.run(cmd, check=True, env=env)
     recipe.write_text(wanted)
     return interpreter
