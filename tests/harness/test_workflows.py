@@ -119,6 +119,30 @@ def test_hardening_rules(path: Path) -> None:
                 assert step["with"]["persist-credentials"] is False
 
 
+# The first major release of each action whose action.yml says `using: node24` (for the
+# composite upload-pages-artifact: whose upload-artifact does), read from each action's tagged
+# action.yml on 2026-12-05. GitHub's runners are retiring Node 20: an older pin stops running.
+NODE24_FROM = {
+    "actions/checkout": 5,
+    "actions/setup-python": 6,
+    "actions/cache": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "actions/upload-pages-artifact": 5,
+    "actions/deploy-pages": 5,
+}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_release_that_runs_on_node24(path: Path) -> None:
+    for line in path.read_text().splitlines():
+        m = re.search(r"uses:\s*([\w.-]+/[\w.-]+)(?:/[\w./-]+)?@[0-9a-f]{40}\s*#\s*v(\d+)", line)
+        if m:
+            action, major = m.group(1), int(m.group(2))
+            assert action in NODE24_FROM, f"{path.name}: {action}: its Node runtime is unknown"
+            assert major >= NODE24_FROM[action], f"{path.name}: {line.strip()} runs on Node 20"
+
+
 # --- fixes for what breaks on GitHub ------------------------------------------------------
 
 
