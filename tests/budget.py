@@ -89,7 +89,14 @@ class Cut:
 
 def total_seconds(environ: Mapping[str, str] = os.environ) -> float:
     """Seconds for all the session's properties: ``$COMPAT_PROPERTY_BUDGET_S``, else
-    :data:`SHARE` of matrix.toml's ``cell_timeout_s`` (the matrix the harness runs)."""
+    :data:`SHARE` of matrix.toml's ``cell_timeout_s`` (the matrix the harness runs), split
+    evenly among the sessions that share the cell's deadline (``$COMPAT_MATRIX_SESSIONS``, set
+    by the harness: a carry source's TorchAO-blocked run and its own run are two)."""
+    from harness.matrix import (
+        paths,
+        spec,  # standard library + packaging only
+    )
+
     raw = environ.get(ENV, "").strip()
     if raw:
         try:
@@ -99,12 +106,13 @@ def total_seconds(environ: Mapping[str, str] = os.environ) -> float:
         if not value > 0:
             raise pytest.UsageError(f"{ENV}={raw!r}: expected a positive number of seconds")
         return value
-    from harness.matrix import (
-        paths,
-        spec,  # standard library + packaging only
-    )
-
-    return SHARE * spec.load(paths.matrix_path(environ)).cell_timeout_s
+    shared = environ.get(paths.SESSIONS_ENV, "").strip() or "1"
+    if not (shared.isdigit() and int(shared) > 0):
+        raise pytest.UsageError(
+            f"{paths.SESSIONS_ENV}={shared!r}: expected how many test sessions share the"
+            " cell's deadline, a whole number from 1"
+        )
+    return SHARE * spec.load(paths.matrix_path(environ)).cell_timeout_s / int(shared)
 
 
 def is_property(item: pytest.Item) -> bool:

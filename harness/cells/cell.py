@@ -523,6 +523,9 @@ def run_cell(
     role = plan.carry
     source = role.source if role else None
     if role is not None and source is None and not role.refused:
+        # the blocked run and the cell's own run share the cell's deadline: each test session's
+        # time budget (tests/budget.py) counts both
+        env[paths.SESSIONS_ENV] = "2"
         blocked = _blocked_run(plan, env, run, result)
         if echo is not None and not isinstance(blocked, Ran):
             echo.write(_blocked_summary(plan, log) + "\n")

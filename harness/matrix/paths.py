@@ -2,7 +2,9 @@
 
 ``COMPAT_MATRIX_TOML`` points the noxfile at another matrix (its project is the folder it sits
 in: ``tests/`` and ``requirements/`` beside it); ``COMPAT_MATRIX_REPORTS`` at another reports
-folder. Tests use both to run the real harness on a throwaway project. Standard library only.
+folder. Tests use both to run the real harness on a throwaway project. ``COMPAT_MATRIX_SESSIONS``
+is what the harness tells a cell's test session: how many sessions share the cell's deadline.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_ENV = "COMPAT_MATRIX_TOML"
+# the test sessions that share one cell's deadline: 2 in a carry source, which runs the suite
+# with TorchAO blocked before its own run (harness/cells/cell.py); tests/budget.py splits the
+# properties' share of the deadline between them
+SESSIONS_ENV = "COMPAT_MATRIX_SESSIONS"
 REPORTS_ENV = "COMPAT_MATRIX_REPORTS"
 DEFAULT_MATRIX = ROOT / "matrix.toml"
 DEFAULT_REPORTS = ROOT / "reports"

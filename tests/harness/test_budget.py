@@ -141,3 +141,22 @@ def test_without_an_override_the_properties_get_half_the_cells_limit() -> None:
     from harness.matrix import spec
 
     assert budget.total_seconds({}) == budget.SHARE * spec.load().cell_timeout_s
+
+
+def test_sessions_that_share_a_cell_split_the_properties_share() -> None:
+    """A carry source runs two sessions under one deadline; each gets half, so the two fit."""
+    from harness.matrix import paths, spec
+
+    alone = budget.SHARE * spec.load().cell_timeout_s
+    assert budget.total_seconds({paths.SESSIONS_ENV: "2"}) == alone / 2
+    assert budget.total_seconds({paths.SESSIONS_ENV: "1"}) == alone
+    # an explicit budget is the session's own, whatever shares the cell
+    assert budget.total_seconds({paths.SESSIONS_ENV: "2", budget.ENV: "30"}) == 30
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "two", "1.5"])
+def test_a_bad_session_count_is_refused_with_the_value(raw: str) -> None:
+    from harness.matrix import paths
+
+    with pytest.raises(pytest.UsageError, match=f"{paths.SESSIONS_ENV}={raw!r}: expected"):
+        budget.total_seconds({paths.SESSIONS_ENV: raw})

@@ -66,6 +66,9 @@ from pathlib import Path
 CELL = json.loads(Path(os.environ["COMPAT_MATRIX_CELL"]).read_text())
 with open(Path(__file__).with_name("collected.log"), "a") as log:
     log.write(CELL["id"] + "\\n")
+# how many sessions the harness said share this cell's deadline (tests/budget.py splits by it)
+with open(Path(__file__).with_name("sessions.log"), "a") as log:
+    log.write(CELL["id"] + " " + os.environ.get("COMPAT_MATRIX_SESSIONS", "1") + "\\n")
 
 
 def test_alone():
@@ -159,6 +162,20 @@ def carried(project: Project) -> dict[str, Any]:
     done = project.nox("-s", "matrix", "--", "--jobs", "2", timeout=600)
     cells = {cid: project.cell(cid) for cid in (cell_id(a, b) for a in AO for b in BACKENDS)}
     return {"done": done, "cells": cells, "matrix": project.matrix_json()}
+
+
+def test_a_carry_sources_two_sessions_each_know_they_share_its_deadline(
+    carried: dict[str, Any], project: Project
+) -> None:
+    """The blocked run and the source's own run share one deadline: each is told so, and the
+    nightly's time budget (tests/budget.py) gives each half; a cell that runs once is told 1."""
+    lines = (project.root / "tests" / "sessions.log").read_text().splitlines()
+    told = [tuple(line.split()) for line in lines]
+    assert (cell_id(SOURCE, "sly"), "2") in told  # the blocked run collects test_alone.py
+    collect = sorted(t for t in told if t[0].endswith("-collect"))
+    assert collect == sorted(
+        [(cell_id(SOURCE, "collect"), "2")] * 2 + [(cell_id(ao, "collect"), "1") for ao in AO[1:]]
+    )
 
 
 def test_independent_verdicts_are_carried_and_named_with_their_source(
