@@ -56,9 +56,41 @@ def cell_record(run: act.Run, cell: str) -> dict[str, object]:
     return dict(json.loads(path.read_text()))
 
 
+# ci.yml's lint and tests jobs run `nox -s lint` and `nox -s tests`, which .ci/run's lint and
+# tests stages have just run on the same tree. In the scenario's copy those two sessions are
+# stand-ins that say they ran and what the job gave them (the real ones renamed, so nothing else
+# changes): the scenario proves the jobs' wiring without running the sessions a second time.
+STAND_INS = """
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    session.log(f"stand-in: nox -s lint on Python {sys.version_info[0]}.{sys.version_info[1]}")
+
+
+@nox.session(python=False)
+def tests(session: nox.Session) -> None:
+    index = os.environ.get("COMPAT_MATRIX_INDEX_CPU", "")
+    session.log(f"stand-in: nox -s tests on Python {sys.version_info[0]}.{sys.version_info[1]},"
+                f" COMPAT_MATRIX_INDEX_CPU={index!r}")
+"""
+
+
+def stand_in_sessions(repo: Path) -> None:
+    noxfile = repo / "noxfile.py"
+    text = noxfile.read_text()
+    for name in ("lint", "tests"):
+        real = f"\ndef {name}(session: nox.Session) -> None:\n"
+        assert text.count(real) == 1, f"noxfile.py: expected one session {name!r}"
+        text = text.replace(
+            real, f"\ndef {name}_as_dot_ci_run_ran_it(session: nox.Session) -> None:\n"
+        )
+    noxfile.write_text(text + STAND_INS)
+
+
 @pytest.mark.act
 def test_ci_on_push_is_green_and_the_summary_holds_the_matrix(tmp_path: Path) -> None:
     repo, work = scenario(tmp_path, "ci")
+    stand_in_sessions(repo)
     sha = act.commit(repo)
     run = act.run_act(
         repo,
@@ -78,6 +110,12 @@ def test_ci_on_push_is_green_and_the_summary_holds_the_matrix(tmp_path: Path) ->
         "cell": "success",
         "aggregate": "success",
     }, explain(run)
+    # the jobs ran their sessions on the Python setup-python gave them (act's runner is not
+    # GitHub's, so no CPU index is named)
+    lint_said = "\n".join(run.one("lint").output)
+    tests_said = "\n".join(run.one("tests").output)
+    assert "stand-in: nox -s lint on Python 3.11" in lint_said, explain(run)
+    assert "stand-in: nox -s tests on Python 3.11, COMPAT_MATRIX_INDEX_CPU=" in tests_said
     (cell,) = run.by_id("cell")
     assert cell.matrix["cell"] == CELL  # narrowed through the workflow input
     summary = run.one("aggregate").summary
