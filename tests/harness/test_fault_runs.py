@@ -15,7 +15,7 @@ import pytest
 from harness.cells import run
 from harness.matrix import spec
 from harness.matrix.spec import MatrixSpecError
-from tests.harness.faultproject import Project, alive, matrix_toml, stop, wait_for
+from tests.harness.faultproject import Project, alive, index_env, matrix_toml, stop, wait_for
 
 # --- a harness error, a lost record --------------------------------------------------------
 
@@ -179,8 +179,8 @@ MALFORMED = [
     ),
     (
         "index_env not a variable name",
-        'platforms = ["linux"]',
-        'platforms = ["linux"]\nindex_env = "MY-INDEX"',
+        f'index_env = "{index_env()}"',  # the fault backends read the cpu backend's variable
+        'index_env = "MY-INDEX"',
         "backends.clean.index_env",
         "'MY-INDEX'",
     ),

@@ -8,7 +8,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from tests.harness.faultproject import Project
+from tests.harness.faultproject import Project, index_env
 
 # the first group's only test waits for the second group's venv to hold torch: with one group
 # at a time (--jobs 1), only an install made ahead can give it one while the first group runs
@@ -48,11 +48,13 @@ def matrix_text(wait: Path) -> str:
         [backends.ahead1]
         platforms = ["linux"]
         torch_probe = "torch.zeros(2).add(1).sum().item() == 2"
+        index_env = "{index_env()}"
         env = {{ AHEAD_WAIT = "{wait}" }}
 
         [backends.ahead2]
         platforms = ["linux"]
         torch_probe = "torch.zeros(2).add(1).sum().item() == 2"
+        index_env = "{index_env()}"
         """
     )
 
