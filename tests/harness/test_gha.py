@@ -40,6 +40,14 @@ def outputs(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines())
 
 
+def setup_outputs(folder: Path, *args: str) -> dict[str, str]:
+    """What the setup step (``gha matrix`` with ``args``) writes to its output file."""
+    out = folder / "github_output"
+    done = run_module("harness.ci.gha", "matrix", *args, f"--github-output={out}")
+    assert done.returncode == 0, done.stderr
+    return outputs(out)
+
+
 # --- the setup job: which cells, on which runners ----------------------------------------
 
 
@@ -192,18 +200,13 @@ def test_no_part_of_any_matrix_exceeds_githubs_256_jobs(tiers: list[str]) -> Non
 def test_past_256_cells_the_rest_goes_to_the_second_cell_job(tmp_path: Path) -> None:
     """Every tier on every backend is past 256 today (363: 121 per GPU backend but mps): the
     nightly with cuda and xpu enabled would not have started."""
-    out = tmp_path / "github_output"
-    done = run_module(
-        "harness.ci.gha",
-        "matrix",
+    got = setup_outputs(
+        tmp_path,
         "--tier=core extended downstream",
         "--backend=cpu cuda mps xpu",
         "--enabled=cuda mps xpu",
         "--event=schedule",
-        f"--github-output={out}",
     )
-    assert done.returncode == 0, done.stderr
-    got = outputs(out)
     every = json.loads(got["matrix"])["include"]
     first, more = (json.loads(got[part])["include"] for _, part in gha.CELL_JOBS)
     assert len(every) > GITHUB_JOBS_PER_MATRIX and got["more"] == "true"
@@ -212,12 +215,7 @@ def test_past_256_cells_the_rest_goes_to_the_second_cell_job(tmp_path: Path) -> 
 
 
 def test_a_run_within_256_cells_leaves_the_second_cell_job_out(tmp_path: Path) -> None:
-    out = tmp_path / "github_output"
-    done = run_module(
-        "harness.ci.gha", "matrix", "--tier=core", "--backend=cpu", f"--github-output={out}"
-    )
-    assert done.returncode == 0, done.stderr
-    got = outputs(out)
+    got = setup_outputs(tmp_path, "--tier=core", "--backend=cpu")
     assert got["more"] == "false" and json.loads(got["jobs-more"]) == {"include": []}
     assert json.loads(got["jobs"]) == json.loads(got["matrix"])
 
