@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ except ModuleNotFoundError:  # Python 3.10: spec (and so this module) runs insid
 
 FILE = "wheels.toml"
 PACKAGES = ("torch", "torchao")
+LISTINGS_AT_ONCE = 8  # pip processes asking the index at once (each mostly waits on it)
 # the wheels a Linux x86_64 cell installs: every manylinux generation torch and TorchAO used
 PLATFORMS = (
     "manylinux_2_28_x86_64",
@@ -83,26 +85,34 @@ def query(
     pins: Mapping[str, Iterable[str]], pythons: Iterable[str], *, uv: str
 ) -> dict[tuple[str, str], tuple[str, ...]]:
     """Ask the index, for each package and Python, which releases have a wheel; map each pin
-    of ``pins`` (package -> pins) to the Pythons that have one."""
+    of ``pins`` (package -> pins) to the Pythons that have one, the Pythons in the order given.
+    The listings are asked side by side (each is one pip process waiting on the index)."""
+    wanted = {package: list(each) for package, each in pins.items()}
+    pythons = list(pythons)
+    asks = [(package, python) for package in wanted for python in pythons]
+    with ThreadPoolExecutor(max_workers=min(LISTINGS_AT_ONCE, max(len(asks), 1))) as pool:
+        listed = list(pool.map(lambda ask: _available(ask[0], ask[1], uv), asks))
     out: dict[tuple[str, str], list[str]] = {}
-    for package, wanted in pins.items():
-        wanted = list(wanted)
-        for python in pythons:
-            try:
-                listing = releases.list_releases(
-                    package, python=Path(sys.executable), uv=uv, index_args=target_args(python)
-                )
-                available = {str(v) for v in listing.versions}
-            except releases.ReleaseError as exc:
-                if not exc.empty:
-                    raise
-                available = set()  # nothing at all for this Python
-            for pin in wanted:
-                hit = bool(available) if pin == "latest" else pin in available
-                out.setdefault((package, pin), [])
-                if hit:
-                    out[(package, pin)].append(python)
+    for (package, python), available in zip(asks, listed, strict=True):
+        for pin in wanted[package]:
+            hit = bool(available) if pin == "latest" else pin in available
+            out.setdefault((package, pin), [])
+            if hit:
+                out[(package, pin)].append(python)
     return {key: tuple(value) for key, value in out.items()}
+
+
+def _available(package: str, python: str, uv: str) -> set[str]:
+    """The releases of ``package`` with a wheel for ``python`` (none at all: empty)."""
+    try:
+        listing = releases.list_releases(
+            package, python=Path(sys.executable), uv=uv, index_args=target_args(python)
+        )
+    except releases.ReleaseError as exc:
+        if not exc.empty:
+            raise
+        return set()  # nothing at all for this Python
+    return {str(v) for v in listing.versions}
 
 
 def render(found: Mapping[tuple[str, str], tuple[str, ...]]) -> str:
