@@ -24,14 +24,13 @@ def test_a_harness_error_is_the_cells_status_and_the_group_goes_on(
     tmp_path: Path, fault_envdir: Path
 ) -> None:
     # a folder planted where the record goes makes writing cell.json raise
-    faults = {"lone": {"0.6": "block_record", "0.7": "replace", "0.8": "none"}}
+    faults = {"lone": {"0.6": "block_record", "0.8": "none"}}
     project = Project.create(tmp_path / "project", fault_envdir, matrix_toml(faults))
     done = project.nox("-s", "matrix", "--", "--jobs", "1")
     assert done.returncode == 1, done.stdout[-3000:]
     cell = project.cell("torch2.6-ao0.6-lone")
     assert cell["status"] == "harness-error", cell["reason"]
     assert "the harness failed" in cell["reason"] and "IsADirectoryError" in cell["reason"]
-    assert "replaced by a file" in project.cell("torch2.6-ao0.7-lone")["reason"]
     assert project.cell("torch2.6-ao0.8-lone")["status"] == "passed"  # the group went on
 
 
