@@ -149,7 +149,9 @@ def test_the_fuzz_catches_the_control_and_nothing_between_equal_copies(tmp_path:
         tmp_path / "orig", catalogued(control, number, lines[number - 1]), tmp_path / "ctrl"
     )
     verdicts = {}
-    for name, examples in (("ctrl", 120), ("same", 40)):
+    # the control is found within 120 inputs; a dozen show equal copies never differ (each input
+    # runs every round of the module: the copies either agree on it or the fuzz is broken)
+    for name, examples in (("ctrl", 120), ("same", 12)):
         env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
         verdicts[name] = mutation_audit.fuzz(
             python, ROOT, tmp_path / name, control.module, examples, 0, env
