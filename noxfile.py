@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,9 +30,9 @@ import nox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.cells import group_run, run, verdict
-from harness.cells.cell import CellResult, summary_line
+from harness.cells.cell import CellResult, plan_for, summary_line
 from harness.matrix import interpreters, paths, spec
-from harness.matrix.procs import Stop
+from harness.matrix.procs import Held, Ran, Stop, run_logged
 from harness.matrix.spec import Cell
 
 nox.needs_version = ">=2025.2.9"
@@ -56,6 +57,7 @@ CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
 # also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/cells/carry.py)
 FULL_ENV, CARRY_SOURCE_ENV = "COMPAT_MATRIX_FULL", "COMPAT_MATRIX_CARRY_SOURCE"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
+HARNESS_TESTS_S = 1200  # the harness tests' own limit (.ci/stages' is the stage's): 245-265 s here
 
 
 def _judge(session: nox.Session, results: Sequence[CellResult], stop: Stop) -> None:
@@ -309,37 +311,67 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python=MATRIX.python[0])
 def tests(session: nox.Session) -> None:
-    """The README's test command: the suite on the default cell, then the harness's own tests."""
+    """The README's test command: the suite on the default cell and, beside it, the harness's own
+    tests (their output follows the cell's). The cell's venv is installed first: both read it."""
     cell = MATRIX.default()
-    stop = Stop()
+    python = Path(session.bin) / "python"
+    for cmd in plan_for(MATRIX, cell, python, uv=interpreters.uv_bin(), reports=REPORTS).install:
+        session.run(*cmd, external=True, silent=True)
+    session.install(*HARNESS_REQS)
+    held, stop, harness = Held(sys.stdout), Stop(), list[Ran]()
     with stop.on_signals():
-        results = group_run.run_cells(
-            MATRIX, [cell], python=Path(session.bin) / "python", reports=REPORTS, stop=stop
+        beside = threading.Thread(
+            target=lambda: harness.append(_harness_tests(session, held, stop)), daemon=True
         )
-    session.log(summary_line(results[0]))
+        beside.start()
+        results = group_run.run_cells(MATRIX, [cell], python=python, reports=REPORTS, stop=stop)
+        session.log(summary_line(results[0]))
+        held.release()
+        while beside.is_alive():  # polled: a signal's handler runs between the polls
+            beside.join(0.5)
     if stop.requested:
         session.error(f"stopped by {stop.signal}")
-    session.install(*HARNESS_REQS)
-    # the fault-injection suite's venvs (a folder per test file), kept like nox's own
-    faults = {FAULT_ENVS: str((session.env_dir.parent / "faults").absolute())}
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "tests/harness",
-        "--confcutdir=tests/harness",
-        "-p",
-        "no:cacheprovider",
-        # whole files per worker, one per core: most of the time is cells that wait or use one
-        # core; a file's fault runs keep their own venvs (tests/harness/conftest.py)
-        "--numprocesses=auto",
+    if harness[0].returncode != 0:
+        session.error(f"the harness tests failed ({_ended(harness[0])}; the output is above)")
+    if not results[0].ok:
+        session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
+
+
+def _harness_tests(session: nox.Session, echo: Held, stop: Stop) -> Ran:
+    """pytest over tests/harness in the session's venv, whole files per worker: one worker more
+    than the cores, since most of their time is fault cells that wait (hangs, signals, installs)
+    or use one core; a file's fault runs keep their own venvs (tests/harness/conftest.py), kept
+    in .nox/faults like nox's own venvs, warm for the next run."""
+    workers = len(os.sched_getaffinity(0)) + 1
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", "")]),
+        "VIRTUAL_ENV": str(session.virtualenv.location),
+        FAULT_ENVS: str((session.env_dir.parent / "faults").absolute()),
+    }
+    cmd = [
+        str(Path(session.bin) / "python"),
+        *("-m", "pytest", "tests/harness", "--confcutdir=tests/harness", "-p", "no:cacheprovider"),
+        f"--numprocesses={workers}",
         "--dist=loadfile",
         f"--junitxml={REPORTS / 'harness-junit.xml'}",
         *session.posargs,
-        env=faults,
+    ]
+    echo.write(f"nox > {' '.join(cmd[1:])}   (beside the default cell; its output follows)\n")
+    log = REPORTS / "harness-tests.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    return run_logged(
+        cmd, log, timeout_s=HARNESS_TESTS_S, cwd=paths.ROOT, env=env, echo=echo, stop=stop
     )
-    if not results[0].ok:
-        session.error(f"default cell {cell.id}: {results[0].status} — {results[0].reason}")
+
+
+def _ended(ran: Ran) -> str:
+    if ran.timed_out:
+        return f"killed after {HARNESS_TESTS_S} s"
+    if ran.interrupted or ran.returncode is None:
+        return "stopped"
+    return f"exit status {ran.returncode}"
 
 
 @nox.session(name="tests-installed", venv_backend="none", default=False)

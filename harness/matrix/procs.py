@@ -36,6 +36,37 @@ class Echo(Protocol):
     def flush(self) -> None: ...
 
 
+class Held:
+    """An :class:`Echo` that holds what is written until :meth:`release`, then writes it and
+    everything after straight through: the output of work run beside another's, printed after
+    it instead of amid it. Safe to write from several threads."""
+
+    def __init__(self, out: Echo) -> None:
+        self._out = out
+        self._held: list[str] | None = []
+        self._lock = threading.Lock()
+
+    def write(self, text: str, /) -> int:
+        with self._lock:
+            if self._held is None:
+                self._out.write(text)
+            else:
+                self._held.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._held is None:
+                self._out.flush()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._out.write("".join(self._held))
+                self._held = None
+            self._out.flush()
+
+
 class Stop:
     """Whether the run was asked to stop, and by which signal. Shared by every cell of a run."""
 
