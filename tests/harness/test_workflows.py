@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.ci import gha
+from harness.ci import act_scope, gha
 from harness.matrix import spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -499,6 +499,30 @@ def test_the_nightly_runs_mutation_testing_as_its_own_job_on_the_schedule() -> N
     assert upload["with"]["path"] == "reports/mutation.json"
     assert upload["with"]["if-no-files-found"] == "error"
     assert upload["if"] == "${{ !cancelled() }}"
+
+
+def test_the_nightly_runs_every_act_scenario_whatever_changed() -> None:
+    """issue 43: .ci/run leaves the act scenarios out while nothing they exercise changed
+    (harness/ci/act_scope.py); the nightly runs them all, on the schedule or when asked, in a job
+    of its own, so a dispatched scenario (act) never starts act inside act."""
+    doc = workflow("nightly.yml")
+    job = jobs(doc)["workflows"]
+    assert job["if"] == "${{ github.event_name == 'schedule' || inputs.workflows }}"
+    asked = doc["on"]["workflow_dispatch"]["inputs"]["workflows"]
+    assert asked["type"] == "boolean" and asked["default"] is False
+    assert "needs" not in job and job["permissions"] == {"contents": "read"}
+    # more than .ci/run gives the same scenarios (a hosted runner may be slower than this machine)
+    act_limit = re.search(r"\[act\]=(\d+)", (ROOT / ".ci" / "stages").read_text())
+    assert act_limit is not None and job["timeout-minutes"] * 60 > int(act_limit.group(1))
+    (step,) = [s for s in job["steps"] if "tests/workflows" in s.get("run", "")]
+    assert step["env"][act_scope.ALWAYS] == "always"
+    (pytest_line,) = [line for line in step["run"].splitlines() if "pytest tests/workflows" in line]
+    narrowing = {"-m", "-k", "--deselect"} & set(pytest_line.split()[3:])  # past `python -m pytest`
+    assert not narrowing, pytest_line  # every scenario runs
+    cell_env = cell_step("run the cell")["env"]
+    assert step["env"]["COMPAT_MATRIX_INDEX_CPU"] == cell_env["COMPAT_MATRIX_INDEX_CPU"]
+    installed = step["run"].split()
+    assert "requirements/act.txt" in installed and "requirements/harness.txt" in installed
 
 
 def test_nightly_schedule_and_inputs() -> None:
