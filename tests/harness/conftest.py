@@ -15,10 +15,16 @@ profiles.load()
 
 @pytest.fixture(scope="session")
 def _uv_cache_warm(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """What every fault cell installs is in uv's cache (the cells install offline)."""
-    from tests.harness.faultproject import warm_cache
+    """What every fault cell installs is in uv's cache (the cells install offline), and this
+    session's fault runs use a linked copy of it with torch's bytecode compiled
+    (faultproject.compiled_cache): once per session, pytest-xdist's workers included."""
+    from tests.harness.faultproject import compiled_cache
 
-    warm_cache(tmp_path_factory.mktemp("warm"))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = compiled_cache(shared)
+    if cache is not None:
+        os.environ["UV_CACHE_DIR"] = str(cache)  # every uv the fault runs start reads it
 
 
 @pytest.fixture(scope="module")

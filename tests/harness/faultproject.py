@@ -14,8 +14,10 @@ so each group's venv is built once.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +84,59 @@ def warm_cache(scratch: Path) -> None:
         )
         if offline.returncode != 0:
             subprocess.run(cmd, capture_output=True, check=True)
+
+
+# the cached wheels whose bytecode is compiled for the fault cells' venvs: what the warm-up's
+# venv holds (torch 2.6.0, what it imports, the test requirements, the last TorchAO) and every
+# TorchAO pin
+COMPILED = tuple(f"torchao-{ao_pin(ao)}" for ao in AO)
+CACHE_DONE = "compiled.done"
+
+
+def compiled_cache(shared: Path) -> Path | None:
+    """A copy of uv's cache for this session's fault runs, made of hard links (no file's bytes
+    are copied, the user's cache is never written), with the bytecode of torch 2.6.0 and the
+    TorchAO pins compiled into it once. uv links a cached wheel's files into each venv it makes,
+    so every fault venv starts with that bytecode instead of compiling torch's thousands of
+    modules at its first import (about 6 s of CPU per venv, some twenty venvs on a fresh clone).
+    The venvs, installs and imports stay real. Made once per session under a lock in ``shared``
+    (pytest-xdist's workers share it); None where links cannot be made (another file system,
+    no GNU cp): the fault runs then use uv's own cache, only slower."""
+    from harness.matrix.interpreters import uv_bin
+
+    target = shared / "uv-cache"
+    with (shared / "uv-cache.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / CACHE_DONE).exists():
+            return target
+        if (shared / "uv-cache.none").exists():
+            return None
+        warm_cache(shared)
+        source = subprocess.run(
+            [uv_bin(), "cache", "dir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        partial = shared / "uv-cache.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        if subprocess.run(["cp", "-al", source, str(partial)], check=False).returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            (shared / "uv-cache.none").touch()
+            return None
+        venv = shared / "warm-cache"
+        wanted = {p.name for p in venv.glob("lib/python*/site-packages/*.dist-info")}
+        wanted |= {f"{name}.dist-info" for name in COMPILED}
+        roots = sorted({info.parent for name in wanted for info in partial.glob(f"*/*/{name}")})
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        # by the Python the fault venvs run; a module that does not compile (a template, say)
+        # is left to its first import
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *map(str, roots)],
+            capture_output=True,
+            env=env,
+            check=False,
+        )
+        partial.rename(target)
+        (target / CACHE_DONE).touch()
+    return target
 
 
 # The suite every cell of a throwaway project runs. The fault comes from the backend's env.
