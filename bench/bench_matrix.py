@@ -13,6 +13,10 @@
     python bench/bench_matrix.py tests --ref REF [--rounds N] [--envdir DIR] [--warmup 0]
                                            the README's test command (`nox -s tests`), warm, at
                                            REF and at the working tree, alternating in one run
+    python bench/bench_matrix.py tests-fresh --ref REF [--rounds N]
+                                           the same from fresh clones (at REF and at HEAD, each
+                                           with ../shared beside it as CI has; new venvs, fault
+                                           venvs included, uv's cache as it is): wall and CPU
     python bench/bench_matrix.py corner-budget [--python VENV_PYTHON] [--rounds N]
                                            one cell's suite under the ci and the corner
                                            Hypothesis profiles: seconds, and the lines and
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -412,6 +417,50 @@ def bench_tests(
     }
 
 
+def _fresh_once(tmp: Path, name: str, commit: str) -> dict[str, float]:
+    """A fresh clone of this repository at ``commit`` (``../shared`` beside it, as CI has), then
+    ``nox -s tests`` in it: its wall seconds and the CPU seconds of every process it waited
+    for. The clone and its venvs go afterwards."""
+    where = tmp / name
+    where.mkdir()
+    _git("clone", "-q", str(ROOT), str(where / "main"))
+    subprocess.run(["git", "checkout", "-q", commit], cwd=where / "main", check=True)
+    if (ROOT.parent / "shared").is_dir():
+        (where / "shared").symlink_to(ROOT.parent / "shared")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_MATRIX_")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = timed([sys.executable, "-m", "nox", "-s", "tests"], env, cwd=where / "main")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    shutil.rmtree(where)
+    return {"wall_s": wall, "cpu_s": round(cpu, 1)}
+
+
+def bench_tests_fresh(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
+    """`nox -s tests` from fresh clones at ``ref`` and at HEAD, alternating (ref first), one uv
+    cache: what a newcomer's first run and CI's tests stage cost."""
+    head = _git("rev-parse", "HEAD")
+    runs: dict[str, list[dict[str, float]]] = {"ref": [], "new": []}
+    for n in range(rounds):
+        for name, commit in (("ref", ref), ("new", head)):
+            runs[name].append(_fresh_once(tmp, f"{name}-{n}", commit))
+            print(f"{name} ({commit[:9]}): {runs[name][-1]}", flush=True)
+    med = {
+        key: {k: sorted(r[key] for r in v)[len(v) // 2] for k, v in runs.items()}
+        for key in ("wall_s", "cpu_s")
+    }
+    return {
+        "command": "nox -s tests in a fresh clone (new venvs and fault venvs, uv cache kept)",
+        "ref": _git("rev-parse", ref),
+        "new": head,
+        "runs": runs,
+        "median": med,
+        "ratio_new_to_ref": round(med["wall_s"]["new"] / med["wall_s"]["ref"], 3),
+        "cpu_ratio_new_to_ref": round(med["cpu_s"]["new"] / med["cpu_s"]["ref"], 3),
+        "targets": {"median.wall_s.new": "<= 240"},
+    }
+
+
 def _cells(reports: Path) -> int:
     return len(json.loads((reports / "run.json").read_text())["cells"])
 
@@ -427,6 +476,7 @@ def main(argv: list[str]) -> int:
         "cold",
         "corner-budget",
         "tests",
+        "tests-fresh",
     )
     if what not in benchmarks:
         raise SystemExit(f"unknown benchmark {what!r}; accepted: {', '.join(benchmarks)}")
@@ -479,6 +529,13 @@ def main(argv: list[str]) -> int:
                 raise SystemExit("tests: --ref REF is required (the commit to compare with)")
             results["tests"] = bench_tests(Path(tmp), opts["--ref"], rounds, envdir, warmup)
             print(json.dumps(results["tests"], indent=2))
+        if what == "tests-fresh":
+            opts = dict(zip(argv[2::2], argv[3::2], strict=False))
+            if set(opts) - {"--ref", "--rounds"} or "--ref" not in opts:
+                raise SystemExit("tests-fresh: --ref REF is required; accepted: --ref, --rounds")
+            rounds = int(opts.get("--rounds", "1"))
+            results["tests_fresh"] = bench_tests_fresh(Path(tmp), opts["--ref"], rounds)
+            print(json.dumps(results["tests_fresh"], indent=2))
         if what in ("carry", "python-axis"):
             keep = Path(opts["--keep"]).absolute() if "--keep" in opts else None
             added = "harness/cells/carry.py" if what == "carry" else "wheels.toml"
