@@ -14,9 +14,9 @@
                                            the README's test command (`nox -s tests`), warm, at
                                            REF and at the working tree, alternating in one run
     python bench/bench_matrix.py tests-fresh --ref REF [--rounds N]
-                                           the same from fresh clones (at REF and at HEAD, each
-                                           with ../shared beside it as CI has; new venvs, fault
-                                           venvs included, uv's cache as it is): wall and CPU
+                                           the same from fresh clones at REF and at HEAD (new
+                                           venvs, fault venvs included; uv's cache as it is),
+                                           alternating: wall and CPU seconds
     python bench/bench_matrix.py corner-budget [--python VENV_PYTHON] [--rounds N]
                                            one cell's suite under the ci and the corner
                                            Hypothesis profiles: seconds, and the lines and
@@ -418,15 +418,13 @@ def bench_tests(
 
 
 def _fresh_once(tmp: Path, name: str, commit: str) -> dict[str, float]:
-    """A fresh clone of this repository at ``commit`` (``../shared`` beside it, as CI has), then
-    ``nox -s tests`` in it: its wall seconds and the CPU seconds of every process it waited
-    for. The clone and its venvs go afterwards."""
+    """A fresh clone of this repository at ``commit``, then ``nox -s tests`` in it: its wall
+    seconds and the CPU seconds of every process it waited for. The clone and its venvs go
+    afterwards."""
     where = tmp / name
     where.mkdir()
     _git("clone", "-q", str(ROOT), str(where / "main"))
     subprocess.run(["git", "checkout", "-q", commit], cwd=where / "main", check=True)
-    if (ROOT.parent / "shared").is_dir():
-        (where / "shared").symlink_to(ROOT.parent / "shared")
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_MATRIX_")}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = timed([sys.executable, "-m", "nox", "-s", "tests"], env, cwd=where / "main")
