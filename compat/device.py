@@ -205,7 +205,7 @@ def normalize_device(device: DeviceLike, *, accelerator: str | None = None) -> t
 
     Pure: reads only build-time flags and the PrivateUse1 name, never initialises a runtime
     (safe before ``fork``), never checks that the device exists (see :func:`ensure_available`).
-    The result is identical on torch 2.3, 2.4, 2.5, 2.6 and later for the same build:
+    The result is identical on every supported torch (2.3-2.15) for the same build:
 
     * ``None`` -> ``None`` (no preference; see :func:`default_device`).
     * ``torch.device`` -> its canonical form.

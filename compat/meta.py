@@ -182,11 +182,12 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
 
     It works through torch's public module registration hooks
     (``register_module_parameter_registration_hook`` / ``..._buffer_...``, present and identical
-    on torch 2.3-2.6), not through ``with torch.device(...)``: factory calls elsewhere are
-    unaffected, so module code and imports that compute with real tensors inside the block still
-    work on every version (importing TorchAO 0.8 under ``with torch.device("meta")`` fails on
-    torch 2.6), buffers computed in ``__init__`` keep real values unless ``include_buffers``, and
-    the result does not depend on which torch functions honour the device context.
+    on every supported torch, 2.3-2.15), not through ``with torch.device(...)``: factory calls
+    elsewhere are unaffected, so module code and imports that compute with real tensors inside
+    the block still work on every version (importing TorchAO 0.8 under
+    ``with torch.device("meta")`` fails on torch 2.6), buffers computed in ``__init__`` keep
+    real values unless ``include_buffers``, and the result does not depend on which torch
+    functions honour the device context.
 
     Guarantees:
 

@@ -6,8 +6,8 @@ fields, and broke when TorchAO 0.7 renamed the first field of ``AffineQuantizedT
 #10470); accelerate >= 1.7 stores the moved subclass without re-wrapping it, so
 ``isinstance(p, nn.Parameter)`` is False afterwards and ``module.weight = module.weight`` raises.
 
-Everything here uses only public protocol, identically on torch 2.3, 2.4, 2.5 and 2.6 and with any
-TorchAO release:
+Everything here uses only public protocol, identically on every supported torch (2.3-2.15) and
+TorchAO (0.6-0.18):
 
 * a tensor moves through its own public ``.to()`` (never ``copy=``, never a subclass constructor,
   never a subclass's fields, never an assignment to a parameter's ``.data``);
@@ -442,8 +442,8 @@ def set_module_tensor(
     device (the installed tensor then shares storage with ``value``, as
     ``load_state_dict(assign=True)`` does).
 
-    Guarantees, identical on torch 2.3-2.6 with TorchAO 0.6-0.8 (and on any later TorchAO, since
-    only public ``.to()`` and ``nn.Parameter`` are used):
+    Guarantees, identical on every supported torch (2.3-2.15) and TorchAO (0.6-0.18), since only
+    public ``.to()`` and ``nn.Parameter`` are used:
 
     * Type: the result has the class of the source (the old tensor, or ``value``): a plain tensor
       stays ``nn.Parameter``; a wrapper subclass (TorchAO ``AffineQuantizedTensor``,

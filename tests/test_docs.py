@@ -72,3 +72,44 @@ def test_the_readme_tour_runs_on_this_torch(
 
     named = set(re.findall(r"`([A-Za-z_]+)`", readme[readme.index("| concern | names |") :]))
     assert set(compat.__all__) <= named, sorted(set(compat.__all__) - named)
+
+
+def supported(axis: str) -> tuple[str, str]:
+    """The oldest and newest release of ``axis`` (torch, torchao) that matrix.toml pins."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the test requirements bring tomli
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    doc = tomllib.loads((ROOT / "matrix.toml").read_text())
+    versions = [e["version"] for e in doc[axis] if e["version"] != "latest"]
+    ordered = sorted(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return ordered[0], ordered[-1]
+
+
+# a range of releases ("torch 2.3-2.6", "TorchAO (0.6-0.18)") in a sentence that states a
+# guarantee ("identical", "every supported"); and an enumeration ("on torch 2.3, 2.4 and 2.5")
+RANGE = re.compile(r"(?P<name>torch|TorchAO)[\s(,]*(?P<low>\d+\.\d+)\s*[-–]\s*(?P<high>\d+\.\d+)")
+GUARANTEE = re.compile(r"identical|every supported")
+ENUMERATION = re.compile(r"torch (?:\d+\.\d+, ){2,}")
+
+
+def sentence_before(text: str, at: int) -> str:
+    """The part of ``text``'s sentence before ``at`` (a period then a space ends a sentence; a
+    version's period never does)."""
+    return re.split(r"\.\s", text[max(0, at - 300) : at])[-1]
+
+
+def test_each_guarantee_in_compat_names_the_supported_range() -> None:
+    """A docstring that states a guarantee for a range of versions states it for the range
+    matrix.toml pins (issue 44): a stale "identical on torch 2.3-2.6" fails here."""
+    window = {"torch": supported("torch"), "TorchAO": supported("torchao")}
+    stale = []
+    for path in sorted((ROOT / "compat").rglob("*.py")):
+        text = path.read_text()
+        for found in RANGE.finditer(text):
+            claim = sentence_before(text, found.start()) + found[0]
+            if GUARANTEE.search(claim) and (found["low"], found["high"]) != window[found["name"]]:
+                stale.append(f"{path.relative_to(ROOT)}: {' '.join(claim.split())}")
+        stale += [f"{path.relative_to(ROOT)}: {e[0]}" for e in ENUMERATION.finditer(text)]
+    assert stale == [], f"supported: {window}; stale: {stale}"
