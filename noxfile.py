@@ -57,7 +57,7 @@ CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
 # also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/cells/carry.py)
 FULL_ENV, CARRY_SOURCE_ENV = "COMPAT_MATRIX_FULL", "COMPAT_MATRIX_CARRY_SOURCE"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
-HARNESS_TESTS_S = 1200  # the harness tests' own limit (.ci/stages' is the stage's): 245-265 s here
+HARNESS_TESTS_S = 1200  # the harness tests' own limit (.ci/stages' is the stage's): 260-280 s here
 
 
 def _judge(session: nox.Session, results: Sequence[CellResult], stop: Stop) -> None:
@@ -331,6 +331,8 @@ def tests(session: nox.Session) -> None:
             beside.join(0.5)
     if stop.requested:
         session.error(f"stopped by {stop.signal}")
+    if not harness:  # the thread raised before the run: its traceback is above
+        session.error("the harness tests did not start (the error is above)")
     if harness[0].returncode != 0:
         session.error(f"the harness tests failed ({_ended(harness[0])}; the output is above)")
     if not results[0].ok:
