@@ -87,3 +87,23 @@ def test_backend_this_runner_lacks_skips_with_one_line_reason(tmp_path: Path) ->
         cell = json.loads((tmp_path / "cells" / f"torch2.5-ao{ao}-cuda" / "cell.json").read_text())
         assert cell["status"] == "skipped" and "nvidia-smi" in cell["reason"]
         assert cell["counts"]["passed"] == 0
+
+
+def test_every_report_the_noxfile_writes_by_name_is_ignored_by_git() -> None:
+    """A report `nox -s tests` leaves behind must not dirty the tree: the mutation stage of
+    .ci/run refuses a tree that differs from HEAD (reports/harness-tests.log once did)."""
+    import re
+
+    text = (ROOT / "noxfile.py").read_text()
+    written = sorted(set(re.findall(r"REPORTS / [\"']([^\"']+)[\"']", text)))
+    assert "harness-tests.log" in written  # the pattern still finds what it should
+    tracked = subprocess.run(
+        ["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    # the committed ones (baseline.json, screenshots/) are written on purpose
+    produced = [f"reports/{name}" for name in written if f"reports/{name}" not in tracked]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *produced],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    ).stdout.split()
+    assert sorted(ignored) == sorted(produced)
