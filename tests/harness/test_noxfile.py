@@ -104,6 +104,9 @@ def test_every_report_the_noxfile_writes_by_name_is_ignored_by_git() -> None:
     produced = [f"reports/{name}" for name in written if f"reports/{name}" not in tracked]
     ignored = subprocess.run(
         ["git", "check-ignore", "--no-index", *produced],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.split()
     assert sorted(ignored) == sorted(produced)
