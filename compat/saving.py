@@ -6,7 +6,9 @@ its own ``save_model`` keeps one name per storage and may drop data (``docs/upst
 every name it left out (:mod:`compat._record`), :func:`restore_aliases` rebuilds them with their
 sharing, and :func:`save_file` / :func:`load_file` (a file) and :func:`save` / :func:`load` (bytes)
 do both, with ``safetensors.torch``'s parameters. What is accepted is the table in
-:mod:`compat.sharing`; wrapper subclasses and data-less (meta, fake) tensors are refused.
+:mod:`compat.sharing`, plus TorchAO's tensor classes where the installed TorchAO's own
+safetensors format encodes them (:mod:`compat._torchao_format`); other wrapper subclasses and
+data-less (meta, fake) tensors are refused.
 
 Where compat records nothing (every name is saved as itself) the file is the one
 ``safetensors.torch.save_file`` writes for the same tensors, byte for byte. Input both refuse
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from compat import _record, _safetensors, _save_plan
+from compat import _record, _safetensors, _save_plan, _torchao_format
 from compat._messages import show, type_name
 from compat._record import ALIGN, BASE_PREFIX, METADATA_KEY, QPARAMS_PREFIX
 from compat._save_plan import BaseStep, SavePlan
@@ -258,12 +260,22 @@ def _with_data(leaves: Leaves) -> list[torch.Tensor]:
 
 def _collect_for_save(tensors: Mapping[str, torch.Tensor]) -> Leaves:
     """:func:`compat._storage.collect` without subclasses; its TypeError raised as the class that
-    safetensors' refusal of the same input is an instance of too (its message kept)."""
+    safetensors' refusal of the same input is an instance of too (its message kept, with what
+    compat saves of TorchAO's classes here). ValueError for a name compat reserves."""
     try:
-        return collect(tensors, allow_subclasses=False)
+        leaves = collect(tensors, allow_subclasses=False)
     except TypeError as exc:
-        error = _refusal_class(tensors)(*exc.args)
+        note = _torchao_format.refusal_note(tensors)
+        args = (f"{exc.args[0]}{note}", *exc.args[1:]) if note and exc.args else exc.args
+        error = _refusal_class(tensors)(*args)
         raise error from exc.__cause__
+    for name in leaves.names:
+        if _record.is_reserved(name):
+            raise ValueError(
+                f"key {name!r} uses a name reserved by compat.saving (prefixes {BASE_PREFIX!r}, "
+                f"{QPARAMS_PREFIX!r} and {METADATA_KEY!r}); accepted: any other str"
+            )
+    return leaves
 
 
 def _refusal_class(tensors: object) -> type[TypeError]:
@@ -292,6 +304,21 @@ def _preference(preferred: Iterable[str]) -> dict[str, int]:
             raise ValueError(f"preferred holds {show(name)}; accepted: str names only")
         rank.setdefault(name, len(rank))
     return rank
+
+
+def _with_layout(
+    to_save: Mapping[str, torch.Tensor], record: dict[str, str], layout: Mapping[str, str]
+) -> dict[str, str]:
+    """``record`` with the metadata of TorchAO's layout added; ValueError on a shared key."""
+    for key, value in layout.items():
+        if key in record or key in to_save:
+            raise ValueError(
+                f"key {key!r} is needed by TorchAO's format for the tensor classes in this state "
+                "dict and is also a name compat's record or the state dict uses; accepted: "
+                "tensor names other than it"
+            )
+        record[key] = value
+    return record
 
 
 # --- public --------------------------------------------------------------------------------------
@@ -344,7 +371,11 @@ def dedup_for_save(
     * a zero-element tensor is saved as a fresh empty tensor, or as a record entry (dtype,
       shape, bits, quantizer) when safetensors cannot write its dtype or it has bits;
     * a ZeroTensor (no memory, reads zeros) is saved resolved, as zeros; it comes back as a plain
-      zero tensor.
+      zero tensor;
+    * a TorchAO class that the installed TorchAO's own safetensors format encodes (``Int8Tensor``,
+      ``Float8Tensor``, ...) is stored in that format's layout: inner tensors (sharing kept as
+      above) under ``<module>._<name>_<field>``, fields as TorchAO's JSON in ``metadata[name]``,
+      and ``__compat_subclasses__`` for :func:`restore_aliases` (see ``docs/saving-torchao.md``).
 
     Guaranteed on every supported torch: for every input name, ``restore_aliases(to_save,
     metadata)`` returns a tensor of the same dtype and shape with the same raw bytes (so NaN
@@ -356,27 +387,23 @@ def dedup_for_save(
     Deterministic and independent of the mapping's order.
 
     Raises:
-        TypeError: as :func:`compat.find_overlapping_tensors`; also for a wrapper subclass (its
-            Python context cannot be stored), naming the key. Where safetensors refuses the
-            same input with another class it is an instance of that class too:
+        TypeError: as :func:`compat.find_overlapping_tensors`; also for a wrapper subclass not
+            stored as above (DTensor, ``AffineQuantizedTensor``), naming the key and class. Where
+            safetensors refuses the same input with another class it is an instance of it too:
             :class:`SaveInputError` (also a ValueError: not a mapping, a value that is not a
             tensor, a sparse, mkldnn or jagged tensor), :class:`UnsavableTensorError` (also a
             RuntimeError: a wrapper subclass, a nested tensor).
         ValueError: a meta or fake tensor (no data to save: :class:`NoDataError`, also a
             NotImplementedError as in safetensors), a name using a reserved prefix
-            (``__alias_base__/``, ``__qparams__/``) or the metadata key ``__compat_sharing__``,
-            or a non-str entry in ``preferred``; the message names it.
+            (``__alias_base__/``, ``__qparams__/``), a key the record or TorchAO's layout
+            needs, or a non-str entry in ``preferred``; the message names it.
     """
-    leaves = _collect_for_save(tensors)
-    for name in leaves.names:
-        if _record.is_reserved(name):
-            raise ValueError(
-                f"key {name!r} uses a name reserved by compat.saving (prefixes {BASE_PREFIX!r}, "
-                f"{QPARAMS_PREFIX!r} and {METADATA_KEY!r}); accepted: any other str"
-            )
+    plain, layout = _torchao_format.split(tensors)
+    leaves = _collect_for_save(plain)  # type: ignore[arg-type]  # checked there
     tensors_with_data = _with_data(leaves)
     plan = _save_plan.plan(leaves, tensors_with_data, _preference(preferred))
-    return _Writer(plan, leaves, tensors_with_data).write()
+    to_save, record = _Writer(plan, leaves, tensors_with_data).write()
+    return to_save, _with_layout(to_save, record, layout)
 
 
 def restore_aliases(
@@ -394,8 +421,13 @@ def restore_aliases(
     ``__qparams__/<digest>`` tensors are not returned. Without a ``__compat_sharing__`` record (a
     file written by safetensors itself, or one in which this module recorded nothing) the tensors
     are returned unchanged, unless one has a reserved name (then the record was lost:
-    ValueError). Reads records of format versions 1, 2 (written before placeholders) and 3. The
-    result is sorted by name.
+    ValueError). Reads records of format versions 1, 2 (written before placeholders) and 3. Where
+    ``metadata`` holds ``__compat_subclasses__`` (TorchAO weights :func:`dedup_for_save` stored
+    in TorchAO's layout), each such weight is rebuilt by the installed TorchAO from its inner
+    tensors and fields, its inner tensors' names are not returned, and names whose inner tensors
+    are the very same tensors come back as one object; a file without that entry (TorchAO's own
+    included) keeps its inner tensors as they are, as safetensors returns them. The result is
+    sorted by name.
 
     The record is validated against ``tensors`` before anything is built (see
     :mod:`compat._record`): every view lies inside its base, every name is written once and never
@@ -407,11 +439,21 @@ def restore_aliases(
 
     Raises:
         ValueError: a record that is not valid JSON of this format or disagrees with the stored
-            tensors; the message names the entry.
+            tensors, or a TorchAO entry naming a class the installed TorchAO's format does not
+            encode or fields it cannot build; the message names the entry.
     """
+    out = _restored(tensors, metadata)
+    _torchao_format.rebuild(out, metadata)
+    return dict(sorted(out.items()))
+
+
+def _restored(
+    tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None
+) -> dict[str, torch.Tensor]:
+    """The names :func:`restore_aliases` returns, TorchAO's weights still as inner tensors."""
     record = _record.parse(tensors, metadata)
     if record is None:
-        return dict(sorted(tensors.items()))
+        return dict(tensors)
     out = {name: t for name, t in tensors.items() if not _record.is_reserved(name)}
     placed = {
         name: _place(name, tensors[name], pad, out) for name, (pad, _) in record.bases.items()

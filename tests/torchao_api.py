@@ -42,6 +42,14 @@ def int8_dynamic_activation_int8_weight() -> Any:
     return _q().int8_dynamic_activation_int8_weight()
 
 
+def intx_weight_only() -> Any:
+    """Int8 weight-only in TorchAO's "intx" workflow: ``IntxUnpackedToInt8Tensor`` where the
+    installed TorchAO has it (the config appeared in 0.1x; without it the scheme cannot run)."""
+    if not hasattr(_q(), "IntxWeightOnlyConfig"):
+        raise NotImplementedError("this TorchAO has no IntxWeightOnlyConfig")
+    return _q().IntxWeightOnlyConfig()
+
+
 def cpu_problem(scheme: Callable[[], Any]) -> str | None:
     """Why ``scheme()`` cannot quantize and run a small Linear on CPU here, or None if it can.
 
@@ -72,3 +80,14 @@ def weight_class_name(weight: torch.Tensor) -> str:
     if cls in (torch.Tensor, torch.nn.Parameter):
         raise AssertionError(f"expected a TorchAO quantized weight, got a plain {cls.__name__}")
     return cls.__name__
+
+
+# Every scheme the tests quantize a weight with, each yielding its own TorchAO class (by release:
+# AffineQuantizedTensor / LinearActivationQuantizedTensor, then Int8Tensor, Float8Tensor,
+# IntxUnpackedToInt8Tensor). A test skips the ones cpu_problem() names.
+WEIGHT_SCHEMES: tuple[Callable[[], Any], ...] = (
+    int8_weight_only,
+    float8_weight_only,
+    int8_dynamic_activation_int8_weight,
+    intx_weight_only,
+)

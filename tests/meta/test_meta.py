@@ -394,14 +394,7 @@ def test_materialize_bias_initialised_from_the_loaded_weight_shape() -> None:
     assert torch.equal(m.weight, torch.zeros(2, 100))
 
 
-@pytest.mark.parametrize(
-    "scheme",
-    [
-        torchao_api.int8_weight_only,
-        torchao_api.float8_weight_only,
-        torchao_api.int8_dynamic_activation_int8_weight,
-    ],
-)
+@pytest.mark.parametrize("scheme", torchao_api.WEIGHT_SCHEMES)
 def test_materialize_keeps_quantized_subclasses(scheme: Callable[[], Any]) -> None:
     problem = torchao_api.cpu_problem(scheme)
     if problem is not None:

@@ -232,6 +232,8 @@ def make_subject(kind: str, request: pytest.FixtureRequest) -> Subject:
         return _quantized(torchao_api.float8_weight_only)
     if kind == "ao_int8dyn":
         return _quantized(torchao_api.int8_dynamic_activation_int8_weight)
+    if kind == "ao_intxwo":  # IntxUnpackedToInt8Tensor, where TorchAO has IntxWeightOnlyConfig
+        return _quantized(torchao_api.intx_weight_only)
     if kind == "dtensor":
         kit: DTensorKit = request.getfixturevalue("dtensor_kit")
         torch.manual_seed(0)
@@ -258,6 +260,7 @@ SUBJECTS = [
     "ao_int8wo_rg",
     "ao_float8wo",
     "ao_int8dyn",
+    "ao_intxwo",
     "dtensor",
     "param_subclass",
 ]
@@ -393,14 +396,7 @@ def test_meta_to_cpu_without_value_is_refused_and_changes_nothing(subject: Subje
 # --- loading into a meta model: the class comes from the value -------------------------------------
 
 
-@pytest.mark.parametrize(
-    "scheme",
-    [
-        torchao_api.int8_weight_only,
-        torchao_api.float8_weight_only,
-        torchao_api.int8_dynamic_activation_int8_weight,
-    ],
-)
+@pytest.mark.parametrize("scheme", torchao_api.WEIGHT_SCHEMES)
 def test_quantized_value_into_meta_plain_parameter(scheme: Callable[[], Any]) -> None:
     quantized = _quantized(scheme)
     expected = forward(quantized)

@@ -1,0 +1,267 @@
+"""compat's saving of TorchAO's tensor classes, judged against TorchAO's own safetensors format.
+
+TorchAO 0.14 and later encode some of their tensor classes in safetensors files themselves
+(``torchao.prototype.safetensors``: ``Float8Tensor``, ``IntxUnpackedToInt8Tensor``, from 0.16
+``Int8Tensor``, ...). The oracle for what compat must save is that list, read from the installed
+TorchAO by this module, and each weight's own ``__tensor_flatten__``:
+
+* a class the list holds: ``save_file``/``load_file`` and ``save``/``load`` give back every name
+  with its class, the same inner tensors byte for byte, the same fields (a tuple stays a tuple)
+  and the same forward output; a tied weight comes back as one object; TorchAO's own reader reads
+  a compat file in which nothing shares memory, and compat reads TorchAO's file as safetensors
+  does (the library that wrote it unflattens it, as transformers does);
+* any other class (``AffineQuantizedTensor`` on TorchAO 0.6-0.17, or a release without the
+  format): ``UnsavableTensorError`` naming the key, the class and what this TorchAO lacks.
+
+Files are untrusted: a tampered record is refused with a ValueError naming the entry. Which schemes
+run is probed (``tests/torchao_api.cpu_problem``), never read off a version. CPU only: TorchAO's
+quantization runs here on the CPU, and the format is device-free (``load_file(device=...)`` is
+compat's device handling, tested in tests/test_saving.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import safetensors.torch
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import compat
+from compat.saving import UnsavableTensorError
+from tests import torchao_api
+
+SCHEMES: dict[str, Callable[[], Any]] = {s.__name__: s for s in torchao_api.WEIGHT_SCHEMES}
+FORMAT = "torchao.prototype.safetensors.safetensors_utils"
+
+
+def _runs(name: str) -> Callable[[], Any]:
+    scheme = SCHEMES[name]
+    problem = torchao_api.cpu_problem(scheme)
+    if problem:
+        pytest.skip(problem)
+    return scheme
+
+
+def _encoded() -> set[str]:
+    """The classes the installed TorchAO's own format encodes (empty: it has no format)."""
+    try:
+        return set(importlib.import_module(FORMAT).ALLOWED_TENSORS_SUBCLASSES)
+    except ImportError:
+        return set()
+
+
+def _model(scheme: Callable[[], Any], seed: int = 0) -> torch.nn.Sequential:
+    """Three quantized Linears, the second tied to the first, the third on its own."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(3)))
+    torchao_api.quantize_(model, scheme())
+    model[1].weight = model[0].weight
+    return model
+
+
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def assert_same_weight(
+    got: torch.Tensor, want: torch.Tensor, name: str, *, tuples_as_lists: bool = False
+) -> None:
+    """Class, inner tensors (dtype, shape, bytes) and fields, as ``__tensor_flatten__`` gives them;
+    ``tuples_as_lists`` for TorchAO's own reader, whose JSON turns a tuple field into a list."""
+    assert type(got) is type(want), name
+    if not hasattr(want, "__tensor_flatten__"):
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), name
+        assert torch.equal(_raw(got), _raw(want)), name
+        return
+    fields, ctx = want.__tensor_flatten__()
+    got_fields, got_ctx = got.__tensor_flatten__()
+    assert got_fields == fields, name
+    if tuples_as_lists:
+        ctx = {k: list(v) if isinstance(v, tuple) else v for k, v in ctx.items()}
+    assert got_ctx == ctx and repr(got_ctx) == repr(ctx), name  # a tuple is no list
+    for field in fields:
+        a, b = getattr(got, field), getattr(want, field)
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), (name, field)
+        assert torch.equal(_raw(a), _raw(b)), (name, field)
+
+
+def _through(how: str, sd: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+    if how == "file":
+        compat.save_file(sd, path / "model.safetensors")
+        return compat.load_file(path / "model.safetensors")
+    return compat.load(compat.save(sd))
+
+
+@pytest.mark.parametrize("how", ["file", "bytes"])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_quantized_state_dict_with_a_tie_round_trips_or_is_refused_naming_the_class(
+    scheme: str, how: str, tmp_path: Path
+) -> None:
+    model = _model(_runs(scheme))
+    sd = model.state_dict()
+    cls = torchao_api.weight_class_name(sd["0.weight"])
+    if cls not in _encoded():
+        with pytest.raises(UnsavableTensorError, match=rf"'0\.weight' holds a {cls}.*TorchAO"):
+            _through(how, sd, tmp_path)
+        return
+    back = _through(how, sd, tmp_path)
+    assert sorted(back) == sorted(sd)
+    for name, want in sd.items():
+        assert_same_weight(back[name], want, name)
+    assert back["0.weight"] is back["1.weight"]  # the tie, as one object
+    assert back["2.weight"] is not back["0.weight"]
+    x = torch.randn(4, 64)
+    reloaded = _model(_runs(scheme), seed=1)
+    reloaded.load_state_dict(back, assign=True)
+    assert torch.equal(reloaded(x), model(x))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
+    scheme: str, tmp_path: Path
+) -> None:
+    sd = {k: v for k, v in _model(_runs(scheme)).state_dict().items() if not k.startswith("1.")}
+    cls = torchao_api.weight_class_name(sd["0.weight"])
+    if cls not in _encoded():
+        pytest.skip(f"the installed TorchAO's safetensors format does not encode {cls}")
+    support = importlib.import_module("torchao.prototype.safetensors.safetensors_support")
+    ours = tmp_path / "compat.safetensors"
+    compat.save_file(sd, ours)
+    with safetensors.safe_open(ours, "pt") as handle:
+        metadata = handle.metadata()
+    theirs, left = support.unflatten_tensor_state_dict(safetensors.torch.load_file(ours), metadata)
+    for name in ("0.weight", "2.weight"):
+        assert_same_weight(theirs[name], sd[name], name, tuples_as_lists=True)
+    assert sorted(left) == ["0.bias", "2.bias"]
+    # TorchAO's file: compat returns what safetensors returns, and TorchAO unflattens it
+    data, meta = support.flatten_tensor_state_dict(sd)
+    written = tmp_path / "torchao.safetensors"
+    safetensors.torch.save_file(data, written, metadata=meta)
+    plain, loaded = safetensors.torch.load_file(written), compat.load_file(written)
+    assert sorted(plain) == sorted(loaded)
+    assert all(torch.equal(_raw(plain[k]), _raw(loaded[k])) for k in plain)
+    rebuilt, _ = support.unflatten_tensor_state_dict(loaded, meta)
+    assert_same_weight(rebuilt["0.weight"], sd["0.weight"], "0.weight", tuples_as_lists=True)
+
+
+def _encodable_scheme() -> Any:
+    """A config of the first scheme whose class the installed TorchAO's format encodes (skip:
+    none here)."""
+    for scheme in SCHEMES.values():
+        if torchao_api.cpu_problem(scheme) is None:
+            lin = torchao_api.quantize_(torch.nn.Linear(64, 32), scheme())
+            if torchao_api.weight_class_name(lin.weight) in _encoded():
+                return scheme()
+    pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
+
+
+def _tamper_type(meta: dict[str, str]) -> None:
+    entry = json.loads(meta["0.weight"])
+    meta["0.weight"] = json.dumps({**entry, "_type": "AffineQuantizedTensor"})
+
+
+def _tamper_fields(meta: dict[str, str]) -> None:
+    entry = json.loads(meta["0.weight"])
+    meta["0.weight"] = json.dumps({**entry, "_tensor_data_names": ["qdata", "__class__"]})
+
+
+def _tamper_marker(meta: dict[str, str]) -> None:
+    meta["__compat_subclasses__"] = json.dumps(
+        {"version": 1, "tensors": {"0.bias": {"tuples": []}}}
+    )
+
+
+TAMPERINGS: dict[str, tuple[Callable[[dict[str, str]], None], str]] = {
+    "not JSON": (lambda m: m.update({"0.weight": "{"}), "'0.weight'.*not valid JSON"),
+    "a class the format does not encode": (_tamper_type, "'0.weight'.*AffineQuantizedTensor"),
+    "an inner tensor no class has": (_tamper_fields, "'0.weight'.*inner tensors"),
+    "a weight over a stored name": (_tamper_marker, "'0.bias'"),
+    "a record of another version": (
+        lambda m: m.update({"__compat_subclasses__": '{"version": 9, "tensors": {}}'}),
+        "'__compat_subclasses__'",
+    ),
+}
+
+
+@pytest.mark.parametrize("tampering", TAMPERINGS)
+def test_a_tampered_torchao_record_is_refused_naming_the_entry(
+    tampering: str, tmp_path: Path
+) -> None:
+    lin = torchao_api.quantize_(torch.nn.Linear(64, 32), _encodable_scheme())
+    data, meta = compat.dedup_for_save({"0.weight": lin.weight.detach(), "0.bias": lin.bias})
+    change, pattern = TAMPERINGS[tampering]
+    change(meta)
+    with pytest.raises(ValueError, match=pattern):
+        compat.restore_aliases(data, meta)
+
+
+def test_an_inner_tensor_key_that_is_already_taken_is_refused(tmp_path: Path) -> None:
+    lin = torchao_api.quantize_(torch.nn.Linear(64, 32), _encodable_scheme())
+    sd = {"0.weight": lin.weight.detach(), "0._weight_qdata": torch.zeros(3)}
+    with pytest.raises(ValueError, match=r"'0\._weight_qdata'.*'0\.weight'"):
+        compat.save_file(sd, tmp_path / "x.safetensors")
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+# --- hypothesis: any mix of TorchAO weights, ties, plain tensors and views -----------------------
+
+_NAME = st.text(string.ascii_lowercase, min_size=1, max_size=3)
+
+
+@st.composite
+def torchao_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
+    """1-4 quantized weights of the encodable schemes here (random values and shapes), some under
+    a second name (the same object or a detached one, as ``state_dict`` ties them), beside plain
+    tensors and views of them, under dotted and undotted names."""
+    schemes = [s for s in SCHEMES.values() if torchao_api.cpu_problem(s) is None]
+    names = draw(st.lists(_NAME, min_size=2, max_size=7, unique=True))
+    dotted = [f"{n}.w" if draw(st.booleans()) else n for n in names]
+    sd: dict[str, torch.Tensor] = {}
+    weights: list[torch.Tensor] = []
+    torch.manual_seed(draw(st.integers(0, 2**16)))
+    for name in dotted:
+        kind = draw(st.sampled_from(["weight", "tie", "plain", "view"]))
+        if kind == "tie" and weights:
+            w = draw(st.sampled_from(weights))
+            sd[name] = w if draw(st.booleans()) else w.detach()
+        elif kind in ("weight", "tie"):
+            out_features = draw(st.sampled_from([8, 16, 32]))
+            lin = torch.nn.Linear(64, out_features)
+            torchao_api.quantize_(lin, draw(st.sampled_from(schemes))())
+            weights.append(lin.weight.detach())
+            sd[name] = weights[-1]
+        else:
+            base = torch.randn(6, 4)
+            sd[name] = base if kind == "plain" else base[1:, ::2]
+    return sd
+
+
+@given(sd=torchao_state_dicts())
+def test_any_mix_of_torchao_weights_round_trips_or_is_refused(sd: dict[str, torch.Tensor]) -> None:
+    encoded = _encoded()
+    classes = {type(v).__name__ for v in sd.values() if hasattr(v, "__tensor_flatten__")}
+    if not classes <= encoded:
+        with pytest.raises(UnsavableTensorError, match="TorchAO"):
+            compat.save(sd)
+        return
+    back = compat.load(compat.save(sd))
+    assert sorted(back) == sorted(sd)
+    for name, want in sd.items():
+        assert_same_weight(back[name], want, name)
+    for a in sd:
+        for b in sd:  # a weight under two names (same object or detached) comes back as one
+            if hasattr(sd[a], "__tensor_flatten__") and type(sd[a]) is type(sd[b]):
+                same = all(
+                    getattr(sd[a], f).untyped_storage().data_ptr()
+                    == getattr(sd[b], f).untyped_storage().data_ptr()
+                    for f in sd[a].__tensor_flatten__()[0]
+                )
+                assert (back[a] is back[b]) == same, (a, b)
