@@ -111,9 +111,31 @@ def _group_session(name: str, cells: list[Cell]) -> None:
     group.__doc__ = f"torch {first.torch.pin} × TorchAO {aos} on {first.backend.name}"
 
 
+def _release(pin: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in pin.split(".") if part.isdigit())
+
+
+def _newest(cells: Sequence[Cell]) -> Cell | None:
+    """compat's own cpu cell, on the default Python, of the newest pinned torch with the newest
+    pinned TorchAO paired with it: today's stack, which CI runs beside the core tier (`-t newest`).
+    From matrix.toml, so a new [[torch]] or [[torchao]] entry moves it."""
+    pinned = [
+        c
+        for c in cells
+        if c.group is None
+        and not c.named_python
+        and c.backend.name == "cpu"
+        and spec.LATEST not in (c.torch.pin, c.torchao.pin)
+    ]
+    return max(pinned, key=lambda c: (_release(c.torch.pin), _release(c.torchao.pin)), default=None)
+
+
+NEWEST = _newest(MATRIX.cells(tiers=spec.TIERS))
+
+
 def _cell_session(cell: Cell) -> None:
     pair = f"torch{cell.torch.label}-ao{cell.torchao.label}"
-    tags = [f"ao{cell.torchao.label}", pair]
+    tags = [f"ao{cell.torchao.label}", pair, *(["newest"] if cell == NEWEST else [])]
     if cell.group:
         tags = [f"ds{cell.group}", f"{pair}-ds{cell.group}"]
 

@@ -306,7 +306,7 @@ def _preference(preferred: Iterable[str]) -> dict[str, int]:
     return rank
 
 
-def _with_layout(
+def _with_torchao_entries(
     to_save: Mapping[str, torch.Tensor], record: dict[str, str], layout: Mapping[str, str]
 ) -> dict[str, str]:
     """``record`` with the metadata of TorchAO's layout added; ValueError on a shared key."""
@@ -403,7 +403,7 @@ def dedup_for_save(
     tensors_with_data = _with_data(leaves)
     plan = _save_plan.plan(leaves, tensors_with_data, _preference(preferred))
     to_save, record = _Writer(plan, leaves, tensors_with_data).write()
-    return to_save, _with_layout(to_save, record, layout)
+    return to_save, _with_torchao_entries(to_save, record, layout)
 
 
 def restore_aliases(

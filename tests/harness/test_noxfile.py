@@ -75,6 +75,26 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     assert all("py3.13" in name for name in on_313)
 
 
+def test_the_newest_tag_picks_the_newest_pinned_pair_from_matrix_toml(
+    listed: list[dict[str, object]],
+) -> None:
+    """CI runs `nox -t newest`: compat's cpu cell of the newest pinned torch with the newest
+    pinned TorchAO paired with it, read here from the axes as matrix.toml lists them."""
+    matrix = spec.load()
+
+    def release(v: spec.Version_) -> tuple[int, ...]:
+        return tuple(map(int, v.pin.split(".")))
+
+    torch = max((v for v in matrix.torch if v.pin != spec.LATEST), key=release)
+    torchao = max(
+        (v for v in matrix.torchao if v.pin != spec.LATEST and torch.label in v.pairs),
+        key=release,
+    )
+    tagged = [s["name"] for s in listed if "newest" in s["tags"]]  # type: ignore[operator]
+    assert tagged == [f"tests-torch{torch.label}-ao{torchao.label}-cpu"]
+    assert nox("-l", "--json", "-t", "newest").returncode == 0
+
+
 @pytest.mark.skipif(
     subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True, check=False).returncode == 0,
     reason="this runner has a GPU; the skip path is for runners without one",
