@@ -111,23 +111,12 @@ def _group_session(name: str, cells: list[Cell]) -> None:
     group.__doc__ = f"torch {first.torch.pin} × TorchAO {aos} on {first.backend.name}"
 
 
-def _release(pin: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in pin.split(".") if part.isdigit())
-
-
 def _newest(cells: Sequence[Cell]) -> Cell | None:
     """compat's own cpu cell, on the default Python, of the newest pinned torch with the newest
     pinned TorchAO paired with it: today's stack, which CI runs beside the core tier (`-t newest`).
     From matrix.toml, so a new [[torch]] or [[torchao]] entry moves it."""
-    pinned = [
-        c
-        for c in cells
-        if c.group is None
-        and not c.named_python
-        and c.backend.name == "cpu"
-        and spec.LATEST not in (c.torch.pin, c.torchao.pin)
-    ]
-    return max(pinned, key=lambda c: (_release(c.torch.pin), _release(c.torchao.pin)), default=None)
+    own = [c for c in cells if c.group is None and not c.named_python and c.backend.name == "cpu"]
+    return run.newest(own)
 
 
 NEWEST = _newest(MATRIX.cells(tiers=spec.TIERS))
@@ -188,6 +177,14 @@ def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> ar
         " the other cells' records say where they ran)",
     )
     parser.add_argument(
+        "--downstream-extended",
+        choices=run.DOWNSTREAM_EXTENDED,
+        default="every",
+        help="the downstream cells of an extended torch or TorchAO (today's stack): every one"
+        " (default), or only the newest pinned torch x TorchAO of each group (`newest`: CI's"
+        " budget; the nightly runs every one)",
+    )
+    parser.add_argument(
         "--prune",
         action="store_true",
         help="for a disk that cannot hold every group's venv: a group whose venv is new installs"
@@ -223,7 +220,13 @@ def _run_matrix(
     """Run the selection in this process (groups side by side, each in its venv), then render
     the report from the cells that should have run. SIGINT / SIGTERM stop the running cells,
     which are recorded as interrupted; the report is rendered all the same."""
-    selection = run.select(MATRIX, args.tier or ["core"], args.backend or [], patterns=args.cell)
+    selection = run.select(
+        MATRIX,
+        args.tier or ["core"],
+        args.backend or [],
+        patterns=args.cell,
+        downstream_extended=args.downstream_extended,
+    )
     if not selection.cells:
         session.error(f"no cell of tiers {args.tier or ['core']} matches --cell {args.cell}")
     stop = Stop()

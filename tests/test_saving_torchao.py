@@ -39,7 +39,6 @@ from compat.saving import UnsavableTensorError
 from tests import torchao_api
 
 SCHEMES: dict[str, Callable[[], Any]] = {s.__name__: s for s in torchao_api.WEIGHT_SCHEMES}
-FORMAT = "torchao.prototype.safetensors.safetensors_utils"
 
 
 def _runs(name: str) -> Callable[[], Any]:
@@ -48,14 +47,6 @@ def _runs(name: str) -> Callable[[], Any]:
     if problem:
         pytest.skip(problem)
     return scheme
-
-
-def _encoded() -> set[str]:
-    """The classes the installed TorchAO's own format encodes (empty: it has no format)."""
-    try:
-        return set(importlib.import_module(FORMAT).ALLOWED_TENSORS_SUBCLASSES)
-    except ImportError:
-        return set()
 
 
 def _model(scheme: Callable[[], Any], seed: int = 0) -> torch.nn.Sequential:
@@ -108,7 +99,7 @@ def test_a_quantized_state_dict_with_a_tie_round_trips_or_is_refused_naming_the_
     model = _model(_runs(scheme))
     sd = model.state_dict()
     cls = torchao_api.weight_class_name(sd["0.weight"])
-    if cls not in _encoded():
+    if cls not in torchao_api.encoded_classes():
         with pytest.raises(UnsavableTensorError, match=rf"'0\.weight' holds a {cls}.*TorchAO"):
             _through(how, sd, tmp_path)
         return
@@ -130,7 +121,7 @@ def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
 ) -> None:
     sd = {k: v for k, v in _model(_runs(scheme)).state_dict().items() if not k.startswith("1.")}
     cls = torchao_api.weight_class_name(sd["0.weight"])
-    if cls not in _encoded():
+    if cls not in torchao_api.encoded_classes():
         pytest.skip(f"the installed TorchAO's safetensors format does not encode {cls}")
     support = importlib.import_module("torchao.prototype.safetensors.safetensors_support")
     ours = tmp_path / "compat.safetensors"
@@ -158,7 +149,7 @@ def _encodable_scheme() -> Any:
     for scheme in SCHEMES.values():
         if torchao_api.cpu_problem(scheme) is None:
             lin = torchao_api.quantize_(torch.nn.Linear(64, 32), scheme())
-            if torchao_api.weight_class_name(lin.weight) in _encoded():
+            if torchao_api.weight_class_name(lin.weight) in torchao_api.encoded_classes():
                 return scheme()
     pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
 
@@ -246,7 +237,7 @@ def torchao_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
 
 @given(sd=torchao_state_dicts())
 def test_any_mix_of_torchao_weights_round_trips_or_is_refused(sd: dict[str, torch.Tensor]) -> None:
-    encoded = _encoded()
+    encoded = torchao_api.encoded_classes()
     classes = {type(v).__name__ for v in sd.values() if hasattr(v, "__tensor_flatten__")}
     if not classes <= encoded:
         with pytest.raises(UnsavableTensorError, match="TorchAO"):

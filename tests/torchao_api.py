@@ -69,6 +69,16 @@ def quantize_(module: torch.nn.Module, scheme: Any) -> torch.nn.Module:
     return module
 
 
+def encoded_classes() -> set[str]:
+    """The classes the installed TorchAO's own safetensors format encodes (TorchAO 0.14 on:
+    ``torchao.prototype.safetensors``); empty where it has none."""
+    try:
+        from torchao.prototype.safetensors import safetensors_utils
+    except ImportError:
+        return set()
+    return set(safetensors_utils.ALLOWED_TENSORS_SUBCLASSES)
+
+
 def weight_class_name(weight: torch.Tensor) -> str:
     """The quantized weight's class, as messages name it.
 

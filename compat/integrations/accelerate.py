@@ -42,7 +42,7 @@ __all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_t
 NAME: Final = "set_module_tensor_to_device"
 # Where accelerate binds the function by name, each a copy that must be replaced on its own: the
 # defining module, the ``accelerate.utils`` re-export (what transformers, diffusers and peft
-# import), and the two modules that import it by name (read in every release from 1.2.1 to 1.15.0).
+# import), and the two modules that import it by name (read in every release from 1.2.1 to 1.16.0).
 CALL_SITES: Final = (
     "accelerate.utils.modeling",
     "accelerate.utils",
@@ -157,7 +157,7 @@ def set_module_tensor_to_device(
     """accelerate's ``set_module_tensor_to_device`` (same signature, same meaning, same object
     semantics, same exceptions), with every move made by compat's moves.
 
-    As in accelerate (1.2.1 to 1.15.0):
+    As in accelerate (1.2.1 to 1.16.0):
 
     * ``tensor_name`` is dotted; ``value`` (if given) replaces the tensor and must have its shape;
       without ``value`` the tensor itself moves (a meta tensor needs a ``value`` to leave meta).
@@ -413,7 +413,7 @@ def _check_signature(function: Callable[..., Any], version: str) -> None:
         raise AccelerateVersionError(
             f"accelerate {version}'s {NAME} takes {names}, a parameter list compat does not "
             f"implement; accepted: {' or '.join(map(str, _KNOWN_SIGNATURES))} (accelerate 1.2.1 "
-            "to 1.15.0); nothing was patched"
+            "to 1.16.0); nothing was patched"
         )
 
 
@@ -461,7 +461,7 @@ class patch(Patch):  # lower case: used like a function, `with patch():`
         if missing:
             raise AccelerateVersionError(
                 f"accelerate {version} has no {NAME} in {', '.join(missing)}; compat knows the "
-                f"call sites {', '.join(CALL_SITES)} (accelerate 1.2.1 to 1.15.0); nothing was "
+                f"call sites {', '.join(CALL_SITES)} (accelerate 1.2.1 to 1.16.0); nothing was "
                 "patched"
             )
         original = getattr(sites[0], NAME)
@@ -481,7 +481,7 @@ class patch(Patch):  # lower case: used like a function, `with patch():`
                 raise AccelerateVersionError(
                     f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site "
                     f"compat does not know; accepted: {', '.join(CALL_SITES)} (accelerate "
-                    "1.2.1 to 1.15.0); nothing was patched"
+                    "1.2.1 to 1.16.0); nothing was patched"
                 )
             _CHECKED.clear()
             _CHECKED.add(key)

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,12 +36,15 @@ from harness.cells import group_run
 from harness.cells.cell import CellResult, harness_error, install_commands, record
 from harness.matrix import backends, interpreters, paths
 from harness.matrix.procs import Echo, Stop, run_logged
-from harness.matrix.spec import Cell, Matrix
+from harness.matrix.spec import LATEST, Cell, Matrix
 
 MANIFEST_SCHEMA = 1
 # --peer-suites: the peers' own suites (matrix.toml peer_suites) in every downstream cell, or
 # only in the first cell of each downstream group and backend (CI's budget)
 PEER_SUITES = ("every", "first")
+# --downstream-extended: the downstream cells of an extended torch or TorchAO (today's stack) all,
+# or only the newest pinned torch x TorchAO of each downstream group and backend (CI's budget)
+DOWNSTREAM_EXTENDED = ("every", "newest")
 PREFETCH_DIR = "prefetch"  # in the reports folder: each group's install made ahead, its log
 OWN_CACHE = ".uv-cache"  # under a pruned group's venv: the uv cache its installs go through
 
@@ -66,6 +69,37 @@ class Selection:
         return group_run.group_cells([c for c in self.cells if self.skip_reason(c) is None])
 
 
+def _release(pin: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in pin.split(".") if part.isdigit())
+
+
+def newest(cells: Iterable[Cell]) -> Cell | None:
+    """The cell of the newest pinned torch, with the newest pinned TorchAO of that torch, among
+    ``cells`` (a ``latest`` pin is no release yet: left out); None if none is pinned."""
+    pinned = [c for c in cells if LATEST not in (c.torch.pin, c.torchao.pin)]
+    return max(pinned, key=lambda c: (_release(c.torch.pin), _release(c.torchao.pin)), default=None)
+
+
+def _beyond_core(cell: Cell) -> bool:
+    """A downstream cell of an extended torch or TorchAO."""
+    return cell.group is not None and "extended" in (cell.torch.tier, cell.torchao.tier)
+
+
+def _downstream_extended(cells: list[Cell], mode: str) -> list[Cell]:
+    """``cells`` with ``--downstream-extended`` applied (see DOWNSTREAM_EXTENDED)."""
+    if mode not in DOWNSTREAM_EXTENDED:
+        raise ValueError(
+            f"--downstream-extended must be one of {DOWNSTREAM_EXTENDED}, not {mode!r}"
+        )
+    if mode == "every":
+        return cells
+    keep = {
+        newest(c for c in cells if _beyond_core(c) and (c.group, c.backend.name) == where)
+        for where in {(c.group, c.backend.name) for c in cells if _beyond_core(c)}
+    }
+    return [c for c in cells if not _beyond_core(c) or c in keep]
+
+
 def select(
     matrix: Matrix,
     tiers: Sequence[str],
@@ -73,15 +107,17 @@ def select(
     *,
     probe_host: bool = True,
     patterns: Sequence[str] = (),
+    downstream_extended: str = "every",
 ) -> Selection:
     """The cells of ``tiers`` on the backends ``only`` (empty: all), narrowed to the cell ids
-    matching any of ``patterns`` (fnmatch; empty: all)."""
+    matching any of ``patterns`` (fnmatch; empty: all), and by ``downstream_extended``."""
     cells = [
         c
         for c in matrix.cells(tiers=tiers)
         if (not only or c.backend.name in only)
         and (not patterns or any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
     ]
+    cells = _downstream_extended(cells, downstream_extended)
     absent: dict[str, str] = {}
     found: dict[str, str] = {}
     missing: dict[str, str] = {}

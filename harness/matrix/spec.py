@@ -352,7 +352,8 @@ class Matrix:
 
     def _cells_of(self, group: Downstream | None) -> Iterable[Cell]:
         """Compat's own cells (``group`` None), or one downstream group's: each torch it lists
-        with each TorchAO paired with that torch and of that torch's tier. On the default
+        with each TorchAO paired with that torch, core or extended (a group is not capped by the
+        core tier: torch 2.6's includes TorchAO 0.9, which pairs with it). On the default
         Python every pair; on another Python (compat's own cells only) every published pair,
         the torch's corners in its tier and the rest extended."""
         corners = {t.label: self.corners(t) for t in self.torch} if group is None else {}
@@ -365,7 +366,7 @@ class Matrix:
                     if group is not None and t.label not in group.torch:
                         continue
                     for a in self.torchao:
-                        if not paired(t, a) or (group is not None and a.tier != t.tier):
+                        if not paired(t, a):  # a downstream group too: core or extended TorchAO
                             continue
                         if not self.ships(py, t, a):
                             continue  # not published: Matrix.not_published shows it

@@ -77,6 +77,49 @@ def bert() -> Any:
         return BertModel(config).eval()
 
 
+def llama(*, tie_word_embeddings: bool = False) -> Any:
+    """A tiny Llama language model: its linears are ``nn.Linear`` (GPT-2's ``Conv1D`` are not), so
+    TorchAO quantizes them."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, vocab_size=100, max_position_embeddings=32,
+        tie_word_embeddings=tie_word_embeddings,
+    )  # fmt: skip
+    torch.manual_seed(SEED)
+    with quiet():
+        return LlamaForCausalLM(config).eval()
+
+
+def torchao_config_problem() -> str | None:
+    """Why transformers' ``TorchAoConfig`` cannot quantize with this cell's TorchAO, or None."""
+    import transformers
+    from transformers.utils import is_torchao_available
+
+    if not is_torchao_available():
+        import torchao
+
+        return (
+            f"transformers {transformers.__version__} cannot load TorchAO weights with torchao "
+            f"{torchao.__version__} (its TorchAoConfig needs a newer TorchAO)"
+        )
+    return None
+
+
+def int8_weight_only_config() -> Any:
+    """transformers' ``TorchAoConfig`` for int8 weight-only: the string form every transformers of
+    the groups took, or TorchAO's config object where transformers refuses strings (5.25 on)."""
+    from transformers import TorchAoConfig
+
+    try:
+        return TorchAoConfig("int8_weight_only")
+    except ValueError as exc:
+        if "no longer supported" not in str(exc):
+            raise
+        return TorchAoConfig(torchao_api.int8_weight_only())
+
+
 def token_ids(vocab: int) -> torch.Tensor:
     return torch.randint(0, vocab, (2, 7), generator=torch.Generator().manual_seed(2))
 

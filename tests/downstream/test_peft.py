@@ -31,45 +31,26 @@ LINK = "https://github.com/huggingface/diffusers/issues/10470"
 TITLE = "LoRA on a TorchAO base: offloaded, adapter saved and loaded"
 
 
-def torchao_problem() -> str | None:
-    from transformers.utils import is_torchao_available
-
-    if not is_torchao_available():
-        import torchao
-
-        return (
-            f"transformers {transformers.__version__} cannot load TorchAO weights with torchao "
-            f"{torchao.__version__} (its TorchAoConfig needs a newer TorchAO), so peft's TorchAO "
-            "LoRA has no base here"
-        )
-    return None
-
-
-pytestmark = pytest.mark.skipif(torchao_problem() is not None, reason=str(torchao_problem()))
+pytestmark = pytest.mark.skipif(
+    models.torchao_config_problem() is not None, reason=str(models.torchao_config_problem())
+)
 
 
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, vocab_size=100, max_position_embeddings=32,
-    )  # fmt: skip
-    torch.manual_seed(models.SEED)
     folder = tmp_path_factory.mktemp("llama")
     with models.quiet():
-        LlamaForCausalLM(config).save_pretrained(folder)
+        models.llama().save_pretrained(folder)
     return folder
 
 
 def adapted(base_dir: Path, seed: int) -> Any:
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaForCausalLM, TorchAoConfig
+    from transformers import LlamaForCausalLM
 
     with models.quiet():
         base = LlamaForCausalLM.from_pretrained(
-            base_dir, quantization_config=TorchAoConfig("int8_weight_only")
+            base_dir, quantization_config=models.int8_weight_only_config()
         )
     torchao_api.weight_class_name(base.model.layers[0].self_attn.q_proj.weight)
     torch.manual_seed(seed)

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import compat
+from tests import torchao_api
 from tests.downstream import models
 from tests.downstream.conftest import scenario
 
@@ -132,3 +133,72 @@ def test_save_pretrained_against_compats_file(tmp_path: Path) -> None:
     with models.quiet():
         again = type(model).from_pretrained(ours_dir).eval()
     assert torch.equal(logits(again), logits(model))
+
+
+# --- today's stack: a TorchAO-quantized model saved and loaded ------------------------------------
+
+QUANTIZED = "TorchAoConfig int8 Llama (tied embeddings): save_pretrained / from_pretrained"
+TORCHAO_FORMAT = "https://github.com/pytorch/ao/pull/2881"
+
+
+def quantized_llama(folder: Path) -> Any:
+    """A tiny Llama with tied embeddings, quantized by transformers' ``TorchAoConfig`` on load;
+    skipped where the cell cannot: transformers' TorchAO support, or TorchAO's safetensors format
+    for the weight's class (what transformers 5 writes such a model with), is absent."""
+    from transformers import LlamaForCausalLM
+
+    problem = models.torchao_config_problem()
+    if problem:
+        pytest.skip(problem)
+    with models.quiet():
+        models.llama(tie_word_embeddings=True).save_pretrained(folder)
+        model = LlamaForCausalLM.from_pretrained(
+            folder, quantization_config=models.int8_weight_only_config()
+        ).eval()
+    weight = model.model.layers[0].self_attn.q_proj.weight
+    cls = torchao_api.weight_class_name(weight)
+    if cls not in torchao_api.encoded_classes():
+        pytest.skip(f"the installed TorchAO's safetensors format does not encode {cls}")
+    return model
+
+
+def llama_logits(model: Any) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=models.token_ids(100)).logits
+
+
+@scenario("transformers", QUANTIZED, "alone", TORCHAO_FORMAT)
+def test_torchao_quantized_save_pretrained_round_trip_alone(tmp_path: Path) -> None:
+    from transformers import LlamaForCausalLM
+
+    model = quantized_llama(tmp_path / "base")
+    with models.quiet():
+        model.save_pretrained(tmp_path / "quantized")
+        again = LlamaForCausalLM.from_pretrained(tmp_path / "quantized").eval()
+    weight = again.model.layers[0].self_attn.q_proj.weight
+    assert type(weight) is type(model.model.layers[0].self_attn.q_proj.weight)
+    assert torch.equal(llama_logits(again), llama_logits(model))
+
+
+@scenario("transformers", QUANTIZED, "compat", TORCHAO_FORMAT)
+def test_torchao_quantized_model_through_compats_file(tmp_path: Path) -> None:
+    """compat's file of the quantized state dict (TorchAO's layout, the tie stored once) is read by
+    from_pretrained in place of transformers' own, and by compat.load_file into a quantized model."""
+    from transformers import LlamaForCausalLM
+
+    model = quantized_llama(tmp_path / "base")
+    with models.quiet():
+        model.save_pretrained(tmp_path / "ours")
+    ours = pretrained_file(tmp_path / "ours")
+    compat.save_file(model.state_dict(), ours, metadata={"format": "pt"})
+    with models.quiet():
+        again = LlamaForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    cls = type(model.model.layers[0].self_attn.q_proj.weight)
+    assert type(again.model.layers[0].self_attn.q_proj.weight) is cls
+    assert torch.equal(llama_logits(again), llama_logits(model))
+    loaded = compat.load_file(ours)
+    assert type(loaded["model.layers.0.self_attn.q_proj.weight"]) is cls
+    assert loaded["lm_head.weight"] is loaded["model.embed_tokens.weight"]  # the tie, one object
+    fresh = quantized_llama(tmp_path / "fresh")
+    fresh.load_state_dict(loaded, assign=True)
+    assert torch.equal(llama_logits(fresh), llama_logits(model))

@@ -121,9 +121,13 @@ def test_first_runs_the_peer_suites_in_one_cell_per_group_and_backend() -> None:
     downstream = [c for c in cells if c.group]
     ran = [c.id for c in downstream if c.id not in chosen]
     assert sorted(ran) == sorted(
-        f"torch{t}-ao0.6-ds{g}-{b}"
+        f"torch{t}-ao{a}-ds{g}-{b}"
         for b in m.backends
-        for t, g in (("2.3", "2024.12"), ("2.6", "2026.11"))
+        for t, a, g in (
+            ("2.3", "0.6", "2024.12"),
+            ("2.6", "0.6", "2026.11"),
+            ("2.11", "0.17", "2026.12"),
+        )
     )
     assert len(chosen) == len(downstream) - len(ran) and not any(
         c.group is None for c in cells if c.id in chosen
@@ -139,11 +143,41 @@ def test_first_runs_the_peer_suites_in_one_cell_per_group_and_backend() -> None:
         run.peer_deselection(m, cells, "some")
 
 
+# --- `--downstream-extended newest`: one cell of today's stack per group in CI ---------------
+
+
+def test_newest_keeps_one_downstream_cell_of_extended_releases_per_group_and_backend() -> None:
+    from packaging.version import Version
+
+    m = spec.load()
+    every = run.select(m, ["core", "downstream"], probe_host=False).cells
+    kept = run.select(
+        m, ["core", "downstream"], probe_host=False, downstream_extended="newest"
+    ).cells
+    beyond = [c for c in every if c.group and "extended" in (c.torch.tier, c.torchao.tier)]
+    assert beyond  # the 2026.12 group: torch 2.11-2.15 with TorchAO 0.17/0.18
+    # the oracle: per group and backend, the greatest (torch, TorchAO) by packaging's versions
+    expected = set()
+    for where in {(c.group, c.backend.name) for c in beyond}:
+        mine = [c for c in beyond if (c.group, c.backend.name) == where]
+        expected.add(max(mine, key=lambda c: (Version(c.torch.pin), Version(c.torchao.pin))).id)
+    assert {c.id for c in kept if c in beyond} == expected
+    assert "torch2.15-ao0.18-ds2026.12-cpu" in expected
+    assert [c for c in every if c not in beyond] == [c for c in kept if c not in beyond]
+    assert len(every) - len(kept) == len(beyond) - len(expected) > 0
+    with pytest.raises(ValueError, match="--downstream-extended must be one of"):
+        run.select(m, ["downstream"], probe_host=False, downstream_extended="some")
+
+
 def test_the_option_reaches_the_runner_and_ci_uses_first() -> None:
     noxfile = (ROOT / "noxfile.py").read_text()
     assert "peer_suites=args.peer_suites" in noxfile
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert "nox -s matrix -- --tier core --tier downstream --peer-suites first ||" in ci
+    assert "downstream_extended=args.downstream_extended" in noxfile
+    ci = " ".join((ROOT / ".ci" / "run").read_text().replace("\\\n", " ").split())
+    assert (
+        "stage matrix nox -s matrix -- --tier core --tier downstream --peer-suites first"
+        " --downstream-extended newest ||" in ci
+    )
 
 
 # --- the gate: tests the run deselected are not missing --------------------------------------

@@ -357,6 +357,20 @@ def test_downstream_cells_install_the_group_and_run_its_tests_only(tmp_path: Pat
     assert m.find_cell("2.5", "0.8", "cpu") == m.cells()[0]
 
 
+def test_a_downstream_group_takes_every_torchao_paired_with_its_torch_core_or_extended(
+    tmp_path: Path,
+) -> None:
+    text = with_downstream(DOWNSTREAM.replace('torch = ["2.5"]', 'torch = ["2.6", "2.7"]'))
+    text = text.replace('pin = "2.6.0"', 'pin = "2.6.0"\ntorchvision = "0.21.0"')
+    extended = EXTENDED.replace('pin = "2.7.1"', 'pin = "2.7.1"\ntorchvision = "0.22.1"')
+    m = spec.load(write(tmp_path, text + extended))
+    assert [c.id for c in m.cells(tiers=["downstream"], backend="cpu")] == [
+        "torch2.6-ao0.8-ds2024.12-cpu",  # core torch x core TorchAO
+        "torch2.6-ao0.12-ds2024.12-cpu",  # core torch x the extended TorchAO paired with it
+        "torch2.7-ao0.12-ds2024.12-cpu",  # extended torch x its TorchAO
+    ]
+
+
 def test_downstream_expected_failures_apply_to_their_group_only(tmp_path: Path) -> None:
     m = spec.load(write(tmp_path, with_downstream()))
     (own,) = m.xfails_for("2.6", "0.8", "cuda")  # the base example's, for compat's cells
@@ -466,8 +480,17 @@ def test_a_torch_belongs_to_one_downstream_group(tmp_path: Path) -> None:
 
 
 def test_the_repository_downstream_tier_covers_every_core_pair() -> None:
+    """Every core pair, and every other pair of a torch some group lists (today's stack)."""
     m = spec.load()
     core = {(c.torch.label, c.torchao.label) for c in m.cells(backend="cpu")}
     downstream = m.cells(tiers=["downstream"], backend="cpu")
-    assert {(c.torch.label, c.torchao.label) for c in downstream} == core
+    pairs = {(c.torch.label, c.torchao.label) for c in downstream}
+    grouped = {label for group in m.downstream for label in group.torch}
+    assert core <= pairs == {
+        (t.label, a.label)
+        for t in m.torch
+        for a in m.torchao
+        if t.label in grouped and spec.paired(t, a)
+    }
+    assert ("2.15", "0.18") in pairs and ("2.6", "0.9") in pairs
     assert all(c.downstream and c.torch.torchvision for c in downstream)
