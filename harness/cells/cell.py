@@ -206,7 +206,9 @@ def install_step(plan: CellPlan, cmd: Sequence[str]) -> str:
     upstream candidates (:func:`candidate_command`: they end it, verbatim), else
     ``"the pins"`` (the cell's pins and the test requirements)."""
     wanted = list(plan.candidates)
-    return "the candidates" if wanted and list(cmd[-len(wanted) :]) == wanted else "the pins"
+    if wanted and list(cmd[-len(wanted) :]) == wanted:
+        return "the candidates"
+    return "the pre-releases" if PRERELEASE_MODULE in cmd else "the pins"
 
 
 def install_error_reason(step: str, returncode: int | None, output: str) -> str:
@@ -274,6 +276,9 @@ class CellPlan:
     deselected: dict[str, str] = field(default_factory=dict)  # path -> why (CellResult's)
 
 
+PRERELEASE_MODULE = "harness.matrix.prerelease"
+
+
 def install_commands(
     cell: Cell,
     python: Path,
@@ -284,7 +289,9 @@ def install_commands(
     environ: Mapping[str, str] | None = None,
 ) -> list[list[str]]:
     """``uv pip install`` of the cell's pins plus the test requirements, in one resolution;
-    then, if any, the upstream candidates (taken verbatim: a requirement, a wheel path, a URL),
+    then, in the prerelease tier's cell, its distributions at their newest releases, pre-releases
+    included (:mod:`harness.matrix.prerelease`, which asks the index when the cell installs); then,
+    if any, the upstream candidates (taken verbatim: a requirement, a wheel path, a URL),
     installed after the pins so that they replace what the pins brought."""
     cmd = [uv, "pip", "install", "--python", str(python)]
     index = cell.backend.index_url(environ)
@@ -293,7 +300,13 @@ def install_commands(
     cmd += cell.requirements()
     for req in requirements:
         cmd += ["-r", str(req)]
-    return [cmd, candidate_command(uv, python, candidates)] if candidates else [cmd]
+    out = [cmd]
+    if cell.prerelease:
+        out.append(
+            [sys.executable, "-m", PRERELEASE_MODULE, "--python", str(python), "--uv", uv,
+             *cell.prerelease]
+        )  # fmt: skip
+    return [*out, candidate_command(uv, python, candidates)] if candidates else out
 
 
 def candidate_command(uv: str, python: Path, candidates: Sequence[str]) -> list[str]:

@@ -32,11 +32,13 @@ def group_name(cell: Cell) -> str:
     A core torch's cells of the extended tier (a newer TorchAO, or a Python that is not one of
     its corners) form their own group (tests-torch2.6-extended-cpu), so that the core group
     never runs extended cells; so do a downstream group's cells (tests-torch2.5-ds2024.12-cpu),
-    which install its libraries."""
+    which install its libraries, and the prerelease tier's (tests-torchlatest-pre-cpu)."""
     py = f"-py{cell.python}" if cell.named_python else ""
     ext = "-extended" if cell.tier != cell.torch.tier else ""
     if cell.group:
         ext = f"-ds{cell.group}"  # a downstream group's cells share a venv of their own
+    if cell.prerelease:
+        ext = "-pre"  # so does the prerelease tier's cell, which installs pre-releases
     return f"tests-torch{cell.torch.label}{py}{ext}-{cell.backend.name}"
 
 

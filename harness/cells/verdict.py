@@ -11,7 +11,7 @@ Records of cells outside the list are left out. Standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,5 +90,5 @@ def judge(reports: Path, want: Expected) -> list[dict[str, Any]]:
     return [_read(paths.cell_dir(reports, e["id"]) / paths.CELL_FILE, e) for e in want.cells]
 
 
-def bad(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def bad(cells: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in cells if c["status"] in BAD_STATUSES]

@@ -27,10 +27,12 @@ from harness.matrix.toml_table import Table, TomlError, read
 
 DEFAULT_PATH = DEFAULT_MATRIX  # the repository's matrix.toml
 
-TIERS = ("core", "extended", "downstream")
+TIERS = ("core", "extended", "downstream", "prerelease")
+VERSION_TIERS = ("core", "extended")  # what a [[torch]] / [[torchao]] entry may name
 # the axes [run] carry may name: TorchAO, whose cells of one torch share a venv
 # (harness/cells/carry.py)
 CARRY_AXES = ("torchao",)
+_DIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a distribution's name (PEP 508)
 _GROUP = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.]*$")  # a downstream group's name, inside cell ids
 _LABEL = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
@@ -177,10 +179,14 @@ class Cell:
     named_python: bool = False  # not the default Python: the id names it
     downstream: Downstream | None = None  # a downstream cell: the group it installs
     corner: bool = True  # a non-default Python's cell in its torch's tier (else: extended)
+    # the prerelease tier's cell: these distributions at their newest release, pre-releases
+    # included, installed after the pins (matrix.toml [run] prerelease); empty: any other cell
+    prerelease: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
         group = f"ds{self.downstream.name}-" if self.downstream else ""
+        group += "pre-" if self.prerelease else ""
         py = f"py{self.python}-" if self.named_python else ""
         return f"torch{self.torch.label}-ao{self.torchao.label}-{group}{py}{self.backend.name}"
 
@@ -191,6 +197,8 @@ class Cell:
 
     @property
     def tier(self) -> str:
+        if self.prerelease:
+            return "prerelease"
         if self.downstream:
             return "downstream"
         if not self.corner or "extended" in (self.torch.tier, self.torchao.tier):
@@ -238,6 +246,7 @@ class Matrix:
     # the peers' own suites (tests/downstream/peers): the module `--peer-suites first` deselects
     # in all but one cell of each downstream group; "": none
     peer_suites: str = ""
+    prerelease: tuple[str, ...] = ()  # the prerelease tier's distributions (newest, pre included)
 
     @property
     def default_python(self) -> str:
@@ -334,7 +343,7 @@ class Matrix:
         groups: list[Downstream | None] = [None, *self.downstream]
         out = []
         for group in groups:
-            for cell in self._cells_of(group):
+            for cell in [*self._cells_of(group), *([] if group else self._prerelease_cells())]:
                 if cell.tier not in wanted or self.excluded(cell) is not None:
                     continue
                 if any(
@@ -349,6 +358,24 @@ class Matrix:
                     continue
                 out.append(cell)
         return out
+
+    def _prerelease_cells(self) -> Iterable[Cell]:
+        """The prerelease tier: on each backend, the ``latest`` torch with the ``latest`` TorchAO
+        (compat's own suite, default Python), then ``[run] prerelease`` at their newest releases,
+        pre-releases included (harness/matrix/prerelease.py, when the cell installs)."""
+        latest = [
+            (t, a)
+            for t in self.torch
+            for a in self.torchao
+            if LATEST == t.pin == a.pin and paired(t, a)
+        ]
+        if not self.prerelease or not latest:
+            return
+        t, a = latest[0]
+        for b in self.backends.values():
+            yield Cell(
+                self.default_python, t, a, b, self.cell_timeout_s, prerelease=self.prerelease
+            )
 
     def _cells_of(self, group: Downstream | None) -> Iterable[Cell]:
         """Compat's own cells (``group`` None), or one downstream group's: each torch it lists
@@ -479,8 +506,8 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
         seen[label] = i
         pin = r.get("pin", str)
         tier = r.get("tier", str, "core")
-        if tier not in TIERS:
-            raise r.fail("tier", f"must be one of {list(TIERS)}", tier)
+        if tier not in VERSION_TIERS:
+            raise r.fail("tier", f"must be one of {list(VERSION_TIERS)}", tier)
         pairs = r.strings("torch", [])
         if "torch" in r.table and not pairs:
             raise r.fail(
@@ -686,6 +713,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
             "downstream_requirements",
             "peer_suites",
             "carry",
+            "prerelease",
         ),
     )
     python = run.strings("python")
@@ -733,6 +761,12 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
+    prerelease = run.strings("prerelease", [])
+    for i, dist in enumerate(prerelease):
+        if not _DIST.match(dist):
+            raise run.fail(
+                f"prerelease[{i}]", "must be a distribution name, e.g. 'safetensors'", dist
+            )
     carry = run.strings("carry", [])
     for i, axis in enumerate(carry):
         if axis not in CARRY_AXES:
@@ -846,6 +880,7 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
         published,
         downstream_requirements,
         peer_suites,
+        tuple(prerelease),
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

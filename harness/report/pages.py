@@ -27,9 +27,9 @@ import jinja2
 
 from harness.cells import verdict
 from harness.cells.status import BAD_STATUSES, colour, format_counts
-from harness.matrix import paths
+from harness.matrix import paths, spec
 from harness.matrix.spec import label_key
-from harness.report import downstream, drift, history
+from harness.report import downstream, drift, history, new_releases
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step's $GITHUB_STEP_SUMMARY over 1 MiB
@@ -38,7 +38,17 @@ STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step's $GITHUB_STEP_SUMMARY
 SUMMARY_RESERVE = 8 * 1024
 MAX_FAILURES_PER_CELL = 200
 # the page, top to bottom: one template per part in templates/html and templates/md
-PARTS = ("summary", "grids", "downstream", "history", "controls", "drift", "trackers", "failing")
+PARTS = (
+    "summary",
+    "releases",
+    "grids",
+    "downstream",
+    "history",
+    "controls",
+    "drift",
+    "trackers",
+    "failing",
+)
 # per-test data of cell.json the gate reads, not the page
 BULKY = ("tests", "skips", "reruns", "carried")
 
@@ -236,8 +246,24 @@ def add_downstream(data: dict[str, Any], reports: Path) -> None:
     data["downstream_scenarios"] = downstream.scenarios(c for c in cells.values() if c.get("group"))
 
 
+def add_new_releases(data: dict[str, Any], reports: Path) -> None:
+    """Versions a ``latest`` or prerelease cell installed above every pin of the repository
+    (:mod:`harness.report.new_releases`), each with its one-line text."""
+    try:
+        matrix = spec.load(paths.matrix_path())
+    except (OSError, spec.MatrixSpecError):  # a report of results alone: nothing to compare
+        data["new_releases"] = []
+        return
+    found = new_releases.seen(matrix, data["cells"].values())
+    data["new_releases"] = [{**f, "line": new_releases.line(f)} for f in found]
+
+
 # data producers run in order after build(); each adds what its parts render
-SECTIONS: list[Callable[[dict[str, Any], Path], None]] = [add_drift, add_downstream]
+SECTIONS: list[Callable[[dict[str, Any], Path], None]] = [
+    add_drift,
+    add_downstream,
+    add_new_releases,
+]
 
 
 def canonical(data: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,6 @@ a linear scan, with Hypothesis."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import json
 import math
@@ -14,7 +12,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +26,7 @@ from harness.matrix import releases
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.spec import Backend, Cell, Version_
 from harness.matrix.spec import load as load_matrix
+from tests.harness.throwaway_wheels import wheel
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 PACKAGE = "bisectdemo"
@@ -40,32 +38,6 @@ PIN = "1.9"  # the "cell's own pin" of the package, installed by the setup
 
 
 # --- a throwaway index -------------------------------------------------------------------------
-
-
-def wheel(
-    folder: Path, name: str, version: str, source: str, requires: tuple[str, ...] = ()
-) -> Path:
-    """A minimal, valid pure-Python wheel (RECORD with hashes), written byte by byte."""
-    dist = f"{name}-{version}.dist-info"
-    files = {
-        f"{name}/__init__.py": source,
-        f"{dist}/METADATA": "Metadata-Version: 2.1\n"
-        f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_bisect\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
-    out = folder / f"{name}-{version}-py3-none-any.whl"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-    out.write_bytes(buffer.getvalue())
-    return out
 
 
 def source_for(version: str) -> str:
