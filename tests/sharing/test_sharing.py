@@ -249,8 +249,8 @@ def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("scheme", torchao_api.WEIGHT_SCHEMES)
-def test_b8_torchao_quantized_tensors_are_flattened(scheme: Callable[[], Any]) -> None:
+def _finders_see_through(scheme: Callable[[], Any]) -> None:
+    """The three finders on a quantized weight under two names, its bias, and its payload."""
     problem = torchao_api.cpu_problem(scheme)
     if problem is not None:
         pytest.skip(problem)
@@ -266,6 +266,17 @@ def test_b8_torchao_quantized_tensors_are_flattened(scheme: Callable[[], Any]) -
     assert compat.find_overlapping_tensors(with_inner) == [frozenset(with_inner)]
     assert compat.find_identical_tensors(with_inner) == []
     # saving it: tests/test_saving_torchao.py (saved where TorchAO's own format encodes its class)
+
+
+def test_b8_torchao_quantized_tensors_are_flattened() -> None:
+    _finders_see_through(torchao_api.int8_weight_only)
+
+
+@pytest.mark.parametrize("scheme", torchao_api.WEIGHT_SCHEMES[1:])
+def test_b8_every_torchao_weight_class_is_flattened(scheme: Callable[[], Any]) -> None:
+    """float8 weight-only, int8 dynamic activation, intx weight-only: on TorchAO 0.18 each its
+    own class (Float8Tensor, Int8Tensor, IntxUnpackedToInt8Tensor)."""
+    _finders_see_through(scheme)
 
 
 def test_b8_nested_wrapper_subclasses_are_flattened_recursively(backend: str) -> None:
