@@ -3,7 +3,10 @@
 From a run's results (the cells its manifest says should have run, each judged by
 :mod:`harness.cells.verdict`), or from the baseline (``reports/baseline.json``: the last recorded
 run of each tier, the one the gate holds every run to), per Python: the torch and TorchAO releases
-whose cells passed there. A baseline cell recorded before the Python axis names no Python; it ran on
+whose cells passed there, and the pairs (``pairs``: Python -> torch -> the TorchAO releases that
+passed with it, as users read compatibility, pytorch/ao#2919); per downstream group
+(``downstream``): the libraries its passing cells installed and the torch x TorchAO pairs they
+passed on. A baseline cell recorded before the Python axis names no Python; it ran on
 the default one. Only a passed cell counts; a skipped, failed or missing one says nothing about
 support. The README's table between the ``support`` markers is rendered from the JSON, so the two
 never disagree (tests/harness/test_support.py also checks that pyproject.toml's floors are the
@@ -27,8 +30,19 @@ from packaging.version import Version
 from harness.cells import verdict
 from harness.matrix import paths, spec
 
-SCHEMA = 1
+SCHEMA = 2  # 2 added pairs and downstream
 BEGIN, END = "<!-- support:begin -->", "<!-- support:end -->"
+# the downstream libraries support.json names per group, in the table's order
+LIBRARIES = (
+    "accelerate",
+    "transformers",
+    "diffusers",
+    "peft",
+    "safetensors",
+    "open_clip_torch",
+    "timm",
+    "torchvision",
+)
 
 
 def _py_key(python: str) -> tuple[int, ...]:
@@ -50,6 +64,37 @@ def _pin(cell: Mapping[str, Any], dist: str) -> str | None:
     return None
 
 
+def _downstream(passed: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per downstream group: the libraries its passing cells installed (a release per library,
+    or each one where cells differ) and the torch x TorchAO pairs they passed on."""
+    groups: dict[str, dict[str, Any]] = {}
+    for cell in passed:
+        group = cell.get("group")
+        torch, torchao = _pin(cell, "torch"), _pin(cell, "torchao")
+        if not group or not torch or not torchao:
+            continue
+        mine = groups.setdefault(str(group), {"libraries": {}, "pairs": set()})
+        mine["pairs"].add((torch, torchao))
+        for dist in LIBRARIES:
+            release = (cell.get("installed") or {}).get(dist)
+            if release:
+                mine["libraries"].setdefault(dist, set()).add(str(release))
+    return {
+        name: {
+            "libraries": {
+                dist: sorted(found["libraries"][dist], key=_release_key)
+                for dist in LIBRARIES
+                if dist in found["libraries"]
+            },
+            "pairs": sorted(
+                ([t, a] for t, a in found["pairs"]),
+                key=lambda p: (_release_key(p[0]), _release_key(p[1])),
+            ),
+        }
+        for name, found in sorted(groups.items())
+    }
+
+
 def collect(
     cells: Iterable[Mapping[str, Any]], run: Mapping[str, Any], default_python: str | None = None
 ) -> dict[str, Any]:
@@ -57,15 +102,20 @@ def collect(
     libraries in the downstream report instead); a cell naming no Python ran on
     ``default_python``."""
     by_python: dict[str, dict[str, set[str]]] = {}
-    for cell in cells:
+    pairs: dict[str, dict[str, set[str]]] = {}
+    passed = [c for c in cells if c.get("status") == "passed"]
+    for cell in passed:
         python = cell.get("python") or default_python
-        if cell.get("group") or cell.get("status") != "passed" or not python:
+        if cell.get("group") or not python:
             continue
         mine = by_python.setdefault(str(python), {"torch": set(), "torchao": set()})
         for dist in ("torch", "torchao"):
             pin = _pin(cell, dist)
             if pin:
                 mine[dist].add(pin)
+        torch, torchao = _pin(cell, "torch"), _pin(cell, "torchao")
+        if torch and torchao:
+            pairs.setdefault(str(python), {}).setdefault(torch, set()).add(torchao)
     pythons = sorted(by_python, key=_py_key)
     table = {
         py: {dist: sorted(by_python[py][dist], key=_release_key) for dist in ("torch", "torchao")}
@@ -76,6 +126,14 @@ def collect(
         "schema": SCHEMA,
         "run": {key: run.get(key) for key in ("written", "source")},
         "python": table,
+        "pairs": {
+            py: {
+                t: sorted(pairs[py][t], key=_release_key)
+                for t in sorted(pairs.get(py, {}), key=_release_key)
+            }
+            for py in pythons
+        },
+        "downstream": _downstream(passed),
         "floors": {
             "python": pythons[0] if pythons else None,
             "torch": every_torch[0] if every_torch else None,
@@ -83,20 +141,51 @@ def collect(
     }
 
 
+def _pair_rows(pairs: Mapping[str, Mapping[str, list[str]]]) -> list[tuple[str, str, str]]:
+    """(torch, TorchAO releases, Pythons) rows: per torch, the TorchAO releases that passed with it
+    on exactly the same Pythons share a row."""
+    by_torch: dict[str, dict[str, list[str]]] = {}
+    for python, torches in pairs.items():
+        for torch, aos in torches.items():
+            for ao in aos:
+                by_torch.setdefault(torch, {}).setdefault(ao, []).append(python)
+    rows = []
+    for torch in sorted(by_torch, key=_release_key):
+        by_pythons: dict[tuple[str, ...], list[str]] = {}
+        for ao in sorted(by_torch[torch], key=_release_key):
+            pys = tuple(sorted(set(by_torch[torch][ao]), key=_py_key))
+            by_pythons.setdefault(pys, []).append(ao)
+        for pys, aos in by_pythons.items():
+            rows.append((torch, ", ".join(aos), ", ".join(pys)))
+    return rows
+
+
 def render_table(doc: Mapping[str, Any]) -> str:
-    """The README's table: one row per Python, the passing torch and TorchAO releases."""
+    """The README's tables: the torch x TorchAO pairs that passed, with the Pythons they passed
+    on; then each downstream group's libraries and the pairs its cells passed on."""
     lines = [
         BEGIN,
         "<!-- generated by `python -m harness.report.support` from reports/support.json;"
         " do not edit -->",
         "",
-        "| Python | torch (cells passed) | TorchAO (cells passed) |",
+        "| torch | TorchAO (cells passed with this torch) | on Python |",
         "|---|---|---|",
     ]
-    for python, found in doc["python"].items():
-        torch = ", ".join(found["torch"]) or "—"
-        torchao = ", ".join(found["torchao"]) or "—"
-        lines.append(f"| {python} | {torch} | {torchao} |")
+    for torch, aos, pys in _pair_rows(doc.get("pairs") or {}):
+        lines.append(f"| {torch} | {aos} | {pys} |")
+    groups = doc.get("downstream") or {}
+    if groups:
+        lines += [
+            "",
+            "| downstream group | libraries | torch × TorchAO (cells passed) |",
+            "|---|---|---|",
+        ]
+    for name, found in groups.items():
+        libraries = ", ".join(
+            f"{dist} {' / '.join(releases)}" for dist, releases in found["libraries"].items()
+        )
+        pairs = ", ".join(f"{t} × {a}" for t, a in found["pairs"])
+        lines.append(f"| {name} | {libraries} | {pairs} |")
     run = doc.get("run") or {}
     lines += [
         "",

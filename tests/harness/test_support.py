@@ -40,6 +40,32 @@ def test_only_passed_cells_count_and_versions_sort_numerically() -> None:
         "3.11": {"torch": ["2.9.1", "2.10.0"], "torchao": ["0.14.1", "0.16.0"]},
     }
     assert doc["floors"] == {"python": "3.10", "torch": "2.3.1"}
+    assert doc["pairs"] == {
+        "3.10": {"2.3.1": ["0.8.0"]},
+        "3.11": {"2.9.1": ["0.14.1"], "2.10.0": ["0.16.0"]},
+    }
+    assert doc["downstream"] == {
+        "2024.12": {"libraries": {}, "pairs": [["2.5.1", "0.8.0"]]},
+    }
+
+
+def test_pairs_share_a_row_where_they_passed_on_the_same_pythons() -> None:
+    cells = [
+        cell(f"{py}-{ao}", py, "2.6.0", ao)
+        for py, ao in [("3.10", "0.7.0"), ("3.11", "0.7.0"), ("3.10", "0.8.0"), ("3.11", "0.8.0")]
+    ]
+    cells += [cell("only-311", "3.11", "2.6.0", "0.9.0"), cell("new", "3.12", "2.15.0", "0.18.0")]
+    cells.append(cell("failed", "3.12", "2.15.0", "0.17.0", status="failed"))
+    downstream = {**cell("ds", "3.11", "2.15.0", "0.18.0"), "group": "2026.12"}
+    downstream["installed"] = {**downstream["installed"], "accelerate": "1.16.0", "peft": "0.21.2"}
+    table = support.render_table(support.collect([*cells, downstream], {}))
+    rows = [line for line in table.splitlines() if line.startswith("| 2.")]
+    assert rows == [
+        "| 2.6.0 | 0.7.0, 0.8.0 | 3.10, 3.11 |",
+        "| 2.6.0 | 0.9.0 | 3.11 |",
+        "| 2.15.0 | 0.18.0 | 3.12 |",
+    ]
+    assert "| 2026.12 | accelerate 1.16.0, peft 0.21.2 | 2.15.0 × 0.18.0 |" in table
 
 
 def test_the_readme_table_is_rendered_between_its_markers() -> None:
@@ -47,7 +73,7 @@ def test_the_readme_table_is_rendered_between_its_markers() -> None:
     text = f"before\n{support.BEGIN}\nstale\n{support.END}\nafter\n"
     out = support.replace_table(text, doc)
     assert out.startswith("before\n") and out.endswith("\nafter\n") and "stale" not in out
-    assert "| 3.10 | 2.3.1 | 0.8.0 |" in out
+    assert "| 2.3.1 | 0.8.0 | 3.10 |" in out
     with pytest.raises(ValueError, match="support:begin"):
         support.replace_table("no markers", doc)
 
