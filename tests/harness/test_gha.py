@@ -184,7 +184,7 @@ def _every_choice(names: Sequence[str]) -> list[list[str]]:
     return [list(c) for n in range(1, len(names) + 1) for c in itertools.combinations(names, n)]
 
 
-@pytest.mark.parametrize("tiers", _every_choice(spec.TIERS), ids=" ".join)
+@pytest.mark.parametrize("tiers", _every_choice(gha.WORKFLOW_TIERS), ids=" ".join)
 def test_no_part_of_any_matrix_exceeds_githubs_256_jobs(tiers: list[str]) -> None:
     """At every tier and backend choice setup can be asked for, the parts hold every entry in
     order and none holds more than GitHub runs for one matrix."""
@@ -281,6 +281,7 @@ def test_bad_candidates_json_is_refused_with_the_value(raw: str) -> None:
     ("args", "env", "message"),
     [
         (["--tier=core nightly"], {}, "unknown tier 'nightly'"),
+        (["--tier=core prerelease"], {}, "runs with nox only 'prerelease'"),
         (["--cells=torch9.9-ao0.8-cpu"], {}, "unknown cell"),
         (["--backend=cuda", "--enabled="], {}, "no cell to run"),
         ([], {"COMPAT_MATRIX_RUNS_ON": "{"}, "COMPAT_MATRIX_RUNS_ON: not JSON"),
