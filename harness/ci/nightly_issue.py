@@ -1,8 +1,8 @@
 """Keep one GitHub issue in step with the nightly: its regression gate, and what produced nothing.
 
     python -m harness.ci.nightly_issue --gate nightly/gate.json --run-url URL \
-        [--matrix-result R] [--history-result R] [--cells N] [--report B] [--aggregate-gate B] \
-        [--matrix-verdict V]
+        [--matrix-json nightly/matrix.json] [--matrix-result R] [--history-result R] \
+        [--cells N] [--report B] [--aggregate-gate B] [--matrix-verdict V]
 
 A red night opens one issue labelled ``nightly-regression`` (or rewrites the open one and
 comments on it); a green night comments on the open issue and closes it. A night is green only
@@ -69,6 +69,8 @@ class Night:
     aggregate_gate: bool | None = None
     matrix_verdict: str = ""
     gate_problem: str = ""
+    # "new release seen: ..." lines of the night's report (matrix.json's new_releases)
+    new_releases: tuple[str, ...] = ()
 
 
 def _matrix_parts(night: Night) -> list[str]:
@@ -154,6 +156,9 @@ def issue_text(
         sections = ["### What produced nothing\n\n" + "".join(f"- {p}\n" for p in parts)]
     else:
         sections = []
+    seen = (night or Night()).new_releases
+    if seen:  # before the table: a new release is the likely cause of a red night
+        sections.append("### New releases seen\n\n" + "".join(f"- {line}\n" for line in seen))
     if gate is not None:
         table = render_markdown(gate, limit_rows=MAX_ROWS)
         sections.append(table.replace("# Regression gate:", "### Regression gate:", 1))
@@ -278,11 +283,26 @@ def _flag(flag: str) -> Callable[[str], bool | None]:
     return parse
 
 
+def load_new_releases(path: Path | None) -> tuple[str, ...]:
+    """The "new release seen" lines of a report's matrix.json (harness.report.pages); none when
+    it is absent or unreadable: a night without a report says so through its missing parts."""
+    if path is None:
+        return ()
+    try:
+        found = json.loads(path.read_text()).get("new_releases", [])
+        return tuple(str(entry["line"]) for entry in found)
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return ()
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line; every fact of the night defaults to empty (not known)."""
     p = argparse.ArgumentParser(prog="python -m harness.ci.nightly_issue")
     p.add_argument("--gate", type=Path, default=Path("reports/gate.json"))
     p.add_argument("--run-url", required=True)
+    p.add_argument(
+        "--matrix-json", type=Path, default=None, help="the night's report: its new releases seen"
+    )
     for job in ("matrix", "history"):
         p.add_argument(
             f"--{job}-result",
@@ -323,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         aggregate_gate=args.aggregate_gate,
         matrix_verdict=args.matrix_verdict,
         gate_problem=problem,
+        new_releases=load_new_releases(args.matrix_json),
     )
     for part in missing_parts(night, gate is not None):
         print(f"missing: {part}")

@@ -681,3 +681,53 @@ def test_a_failed_mutation_run_never_uploads_the_committed_report(
     assert upload["with"]["if-no-files-found"] == "error"  # so a run that wrote none says so
     names = [s.get("name") for s in mutation["steps"]]
     assert names.index("what the mutation run wrote") < names.index("upload the mutation report")
+
+
+# --- new releases seen: the report's lines in the issue ---------------------------------------
+
+SEEN = (
+    "new release seen: safetensors 0.9.0rc1, not in matrix.toml (highest pin: 0.8.0; "
+    "installed by torchlatest-aolatest-pre-cpu)"
+)
+
+
+def test_the_issue_names_the_new_releases_the_report_saw_before_the_table() -> None:
+    night = nightly_issue.Night(new_releases=(SEEN,))
+    body = nightly_issue.issue_text(gate_result(False), RUN, night)["body"]
+    assert f"### New releases seen\n\n- {SEEN}\n" in body
+    assert body.index("New releases seen") < body.index("Regression gate")
+    assert "New releases seen" not in nightly_issue.issue_text(gate_result(False), RUN)["body"]
+
+
+def test_the_issue_job_reads_the_new_releases_from_the_nights_report(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    (script,) = [
+        s for s in NIGHTLY["issue"]["steps"] if "harness.ci.nightly_issue" in s.get("run", "")
+    ]
+    context = {  # a red night that produced everything: the gate found a regression
+        "needs.matrix.result": "failure",
+        "needs.matrix.outputs.verdict": "fail",
+        "needs.history.result": "success",
+        "needs.history.outputs.cells": "3",
+        "needs.history.outputs.report": "true",
+        "needs.history.outputs.aggregate-gate": "true",
+        "github.token": "token-for-the-test",
+        "github.server_url": "https://github.com",
+        "github.repository": REPO,
+        "github.run_id": "42",
+    }
+    env = {k: render(v, context) for k, v in script["env"].items()}
+    env |= {k: v for k, v in api_env(github).items() if k.startswith("GITHUB_")}
+    work = tmp_path / "work"
+    (work / "nightly").mkdir(parents=True)
+    (work / "nightly" / "gate.json").write_text(json.dumps(gate_result(False)))
+    report = {"new_releases": [{"dist": "safetensors", "line": SEEN}]}
+    (work / "nightly" / "matrix.json").write_text(json.dumps(report))
+    done = run_step(script, work, tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"- {SEEN}" in github.requests[1][2]["body"]
+    for broken in ("{not json", '{"new_releases": [{"no line": 1}]}', "[]"):
+        (work / "nightly" / "matrix.json").write_text(broken)  # an unreadable report: no lines
+        assert nightly_issue.load_new_releases(work / "nightly" / "matrix.json") == ()
+    assert nightly_issue.load_new_releases(work / "absent.json") == ()
