@@ -1,7 +1,7 @@
 """Keep one GitHub issue in step with the nightly: its regression gate, and what produced nothing.
 
     python -m harness.ci.nightly_issue --gate nightly/gate.json --run-url URL \
-        [--matrix-json nightly/matrix.json] [--matrix-result R] [--history-result R] \
+        [--matrix-json nightly/matrix.json ...] [--matrix-result R] [--history-result R] \
         [--cells N] [--report B] [--aggregate-gate B] [--matrix-verdict V]
 
 A red night opens one issue labelled ``nightly-regression`` (or rewrites the open one and
@@ -283,16 +283,18 @@ def _flag(flag: str) -> Callable[[str], bool | None]:
     return parse
 
 
-def load_new_releases(path: Path | None) -> tuple[str, ...]:
-    """The "new release seen" lines of a report's matrix.json (harness.report.pages); none when
-    it is absent or unreadable: a night without a report says so through its missing parts."""
-    if path is None:
-        return ()
-    try:
-        found = json.loads(path.read_text()).get("new_releases", [])
-        return tuple(str(entry["line"]) for entry in found)
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
-        return ()
+def load_new_releases(*paths: Path) -> tuple[str, ...]:
+    """The "new release seen" lines of reports' matrix.json (harness.report.pages), each once;
+    none from a report that is absent or unreadable (a night without its report says so through
+    its missing parts; the prerelease tier's is optional)."""
+    lines: dict[str, None] = {}
+    for path in paths:
+        try:
+            found = json.loads(path.read_text()).get("new_releases", [])
+            lines.update((str(entry["line"]), None) for entry in found)
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+    return tuple(lines)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -301,7 +303,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gate", type=Path, default=Path("reports/gate.json"))
     p.add_argument("--run-url", required=True)
     p.add_argument(
-        "--matrix-json", type=Path, default=None, help="the night's report: its new releases seen"
+        "--matrix-json",
+        type=Path,
+        action="append",
+        default=[],
+        help="a report of the night (repeatable): its new releases seen",
     )
     for job in ("matrix", "history"):
         p.add_argument(
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         aggregate_gate=args.aggregate_gate,
         matrix_verdict=args.matrix_verdict,
         gate_problem=problem,
-        new_releases=load_new_releases(args.matrix_json),
+        new_releases=load_new_releases(*args.matrix_json),
     )
     for part in missing_parts(night, gate is not None):
         print(f"missing: {part}")

@@ -493,8 +493,12 @@ def test_the_issue_job_opens_the_issue_when_the_matrix_produced_nothing(
     """Its download failed on the missing matrix-report-history before the script ran, and the
     script was told nothing of the jobs: no issue on the nights with no result at all."""
     issue = NIGHTLY["issue"]
-    assert issue["needs"] == ["matrix", "history"]
-    (download,) = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
+    assert issue["needs"] == ["matrix", "history", "prerelease"]
+    (download,) = [
+        s
+        for s in issue["steps"]
+        if uses(s, "actions/download-artifact") and s["with"]["name"] == "matrix-report-history"
+    ]
     assert download["continue-on-error"] is True
     assert download["with"]["path"] == "nightly"  # nothing of the checkout passes for a result
     (script,) = [s for s in issue["steps"] if "harness.ci.nightly_issue" in s.get("run", "")]
@@ -724,9 +728,13 @@ def test_the_issue_job_reads_the_new_releases_from_the_nights_report(
     (work / "nightly" / "gate.json").write_text(json.dumps(gate_result(False)))
     report = {"new_releases": [{"dist": "safetensors", "line": SEEN}]}
     (work / "nightly" / "matrix.json").write_text(json.dumps(report))
+    torch = "new release seen: torch 2.16.0, not in matrix.toml (highest pin: 2.15.0; ...)"
+    (work / "prerelease").mkdir()  # the prerelease tier's report: the same line, and another
+    both = {"new_releases": [{"line": SEEN}, {"line": torch}]}
+    (work / "prerelease" / "matrix.json").write_text(json.dumps(both))
     done = run_step(script, work, tmp_path, env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"- {SEEN}" in github.requests[1][2]["body"]
+    assert f"### New releases seen\n\n- {SEEN}\n- {torch}\n" in github.requests[1][2]["body"]
     for broken in ("{not json", '{"new_releases": [{"no line": 1}]}', "[]"):
         (work / "nightly" / "matrix.json").write_text(broken)  # an unreadable report: no lines
         assert nightly_issue.load_new_releases(work / "nightly" / "matrix.json") == ()

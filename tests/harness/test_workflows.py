@@ -470,9 +470,9 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     assert "python -m harness.ci.gate check" in judged
     assert runs["upload the report with its history"]["with"]["name"] == "matrix-report-history"
     issue = nightly["issue"]
-    assert issue["needs"] == ["matrix", "history"]
+    assert issue["needs"] == ["matrix", "history", "prerelease"]
     downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
-    assert [d["with"]["name"] for d in downloads] == ["matrix-report-history"]
+    assert [d["with"]["name"] for d in downloads] == ["matrix-report-history", "prerelease-report"]
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
     upload = next(
         s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result"
@@ -523,6 +523,32 @@ def test_the_nightly_runs_every_act_scenario_whatever_changed() -> None:
     assert step["env"]["COMPAT_MATRIX_INDEX_CPU"] == cell_env["COMPAT_MATRIX_INDEX_CPU"]
     installed = step["run"].split()
     assert "requirements/act.txt" in installed and "requirements/harness.txt" in installed
+
+
+def test_the_nightly_runs_the_prerelease_tier_and_never_fails_on_it() -> None:
+    """issue 42: the prerelease tier runs on the schedule (or when asked) in a job of its own,
+    whose failure does not fail the night; its report reaches the regression issue."""
+    doc = workflow("nightly.yml")
+    job = jobs(doc)["prerelease"]
+    assert job["if"] == "${{ github.event_name == 'schedule' || inputs.prerelease }}"
+    asked = doc["on"]["workflow_dispatch"]["inputs"]["prerelease"]
+    assert asked["type"] == "boolean" and asked["default"] is False  # never in a scenario
+    assert job["continue-on-error"] is True and job["permissions"] == {"contents": "read"}
+    (step,) = [s for s in job["steps"] if "nox -s matrix" in s.get("run", "")]
+    assert "--tier prerelease --backend cpu" in step["run"]
+    assert (
+        step["env"]["COMPAT_MATRIX_INDEX_CPU"]
+        == cell_step("run the cell")["env"]["COMPAT_MATRIX_INDEX_CPU"]
+    )
+    (upload,) = [s for s in job["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert upload["with"]["name"] == "prerelease-report" and upload["if"] == "${{ !cancelled() }}"
+    issue = jobs(doc)["issue"]
+    (download,) = [
+        s for s in issue["steps"] if s.get("with", {}).get("name") == "prerelease-report"
+    ]
+    assert download["continue-on-error"] is True
+    (script,) = [s for s in issue["steps"] if "harness.ci.nightly_issue" in s.get("run", "")]
+    assert f"--matrix-json {download['with']['path']}/matrix.json" in script["run"]
 
 
 def test_nightly_schedule_and_inputs() -> None:
