@@ -131,10 +131,11 @@ def split(tensors: object) -> tuple[object, dict[str, str]]:
     codec = _codec() if wrapped else None
     if not isinstance(codec, _Codec):
         return tensors, {}
-    plain = {k: v for k, v in tensors.items() if k not in wrapped or not codec.accepts(v)}
+    encoded = {k for k in wrapped if codec.accepts(tensors[k])}
+    plain = {k: v for k, v in tensors.items() if k not in encoded}
     layout: dict[str, str] = {}
     marker: dict[str, dict[str, list[str]]] = {}
-    for name in sorted(k for k in wrapped if codec.accepts(tensors[k])):
+    for name in sorted(encoded):
         value = tensors[name]
         layout[name] = json.dumps(value, cls=codec.encoder, sort_keys=True)
         for field in json.loads(layout[name])["_tensor_data_names"]:

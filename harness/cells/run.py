@@ -36,7 +36,7 @@ from harness.cells import group_run
 from harness.cells.cell import CellResult, harness_error, install_commands, record
 from harness.matrix import backends, interpreters, paths
 from harness.matrix.procs import Echo, Stop, run_logged
-from harness.matrix.spec import LATEST, Cell, Matrix
+from harness.matrix.spec import LATEST, Cell, Matrix, label_key
 
 MANIFEST_SCHEMA = 1
 # --peer-suites: the peers' own suites (matrix.toml peer_suites) in every downstream cell, or
@@ -69,15 +69,14 @@ class Selection:
         return group_run.group_cells([c for c in self.cells if self.skip_reason(c) is None])
 
 
-def _release(pin: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in pin.split(".") if part.isdigit())
-
-
 def newest(cells: Iterable[Cell]) -> Cell | None:
     """The cell of the newest pinned torch, with the newest pinned TorchAO of that torch, among
-    ``cells`` (a ``latest`` pin is no release yet: left out); None if none is pinned."""
+    ``cells`` (a ``latest`` pin is no release yet: left out); None if none is pinned. One pin per
+    axis label, so the labels' order is the releases'."""
     pinned = [c for c in cells if LATEST not in (c.torch.pin, c.torchao.pin)]
-    return max(pinned, key=lambda c: (_release(c.torch.pin), _release(c.torchao.pin)), default=None)
+    return max(
+        pinned, key=lambda c: (label_key(c.torch.label), label_key(c.torchao.label)), default=None
+    )
 
 
 def _beyond_core(cell: Cell) -> bool:
