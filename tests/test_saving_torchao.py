@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 import compat
 from compat.saving import UnsavableTensorError
 from tests import torchao_api
+from tests.roundtrip import assert_same_tensor
 
 SCHEMES: dict[str, Callable[[], Any]] = {s.__name__: s for s in torchao_api.WEIGHT_SCHEMES}
 
@@ -58,19 +59,15 @@ def _model(scheme: Callable[[], Any], seed: int = 0) -> torch.nn.Sequential:
     return model
 
 
-def _raw(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().contiguous().reshape(-1).view(torch.uint8)
-
-
 def assert_same_weight(
     got: torch.Tensor, want: torch.Tensor, name: str, *, tuples_as_lists: bool = False
 ) -> None:
-    """Class, inner tensors (dtype, shape, bytes) and fields, as ``__tensor_flatten__`` gives them;
-    ``tuples_as_lists`` for TorchAO's own reader, whose JSON turns a tuple field into a list."""
+    """Class, inner tensors (:func:`tests.roundtrip.assert_same_tensor`) and fields, as
+    ``__tensor_flatten__`` gives them; ``tuples_as_lists`` for TorchAO's own reader, whose JSON
+    turns a tuple field into a list."""
     assert type(got) is type(want), name
     if not hasattr(want, "__tensor_flatten__"):
-        assert (got.dtype, got.shape) == (want.dtype, want.shape), name
-        assert torch.equal(_raw(got), _raw(want)), name
+        assert_same_tensor(got, want, name)
         return
     fields, ctx = want.__tensor_flatten__()
     got_fields, got_ctx = got.__tensor_flatten__()
@@ -79,9 +76,7 @@ def assert_same_weight(
         ctx = {k: list(v) if isinstance(v, tuple) else v for k, v in ctx.items()}
     assert got_ctx == ctx and repr(got_ctx) == repr(ctx), name  # a tuple is no list
     for field in fields:
-        a, b = getattr(got, field), getattr(want, field)
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), (name, field)
-        assert torch.equal(_raw(a), _raw(b)), (name, field)
+        assert_same_tensor(getattr(got, field), getattr(want, field), f"{name}.{field}")
 
 
 def _through(how: str, sd: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
@@ -138,7 +133,8 @@ def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
     safetensors.torch.save_file(data, written, metadata=meta)
     plain, loaded = safetensors.torch.load_file(written), compat.load_file(written)
     assert sorted(plain) == sorted(loaded)
-    assert all(torch.equal(_raw(plain[k]), _raw(loaded[k])) for k in plain)
+    for key, tensor in plain.items():
+        assert_same_tensor(loaded[key], tensor, key)
     rebuilt, _ = support.unflatten_tensor_state_dict(loaded, meta)
     assert_same_weight(rebuilt["0.weight"], sd["0.weight"], "0.weight", tuples_as_lists=True)
 
