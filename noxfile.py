@@ -411,6 +411,19 @@ def _ended(ran: Ran) -> str:
     return f"exit status {ran.returncode}"
 
 
+@nox.session(name="bisect_nightly", venv_backend="none", default=False)
+def bisect_nightly(session: nox.Session) -> None:
+    """The nightly's bisect step: -- --matrix-json REPORT [--matrix-json REPORT ...]
+
+    harness/bisect/nightly.py: each red cell of a `latest` or prerelease resolution, bisected over
+    each new release it installed from the highest pin; reports/nightly-bisect.{json,md}. Each
+    cell's venv is made by uv under reports/nightly-bisect/venvs."""
+    from harness.bisect import nightly
+
+    if nightly.main(["--reports", str(REPORTS), *session.posargs]) != 0:
+        session.error("the nightly bisect refused (the reason is above)")
+
+
 @nox.session(name="tests-installed", venv_backend="none", default=False)
 def tests_installed(session: nox.Session) -> None:
     """A cell in an existing interpreter, installing nothing: -- --python PY [--backend cuda]

@@ -2,16 +2,19 @@
 
     python -m harness.ci.nightly_issue --gate nightly/gate.json --run-url URL \
         [--matrix-json nightly/matrix.json ...] [--matrix-result R] [--history-result R] \
-        [--cells N] [--report B] [--aggregate-gate B] [--matrix-verdict V]
+        [--cells N] [--report B] [--aggregate-gate B] [--matrix-verdict V] \
+        [--bisect-json bisect/nightly-bisect.json]
 
 A red night opens one issue labelled ``nightly-regression`` (or rewrites the open one and
 comments on it); a green night comments on the open issue and closes it. A night is green only
-when the gate result exists, passes, and no part of the nightly produced nothing
-(:func:`missing_parts`); so the issue opens on every red night, the nights with no result at all
-included, and a night whose gate is green but whose history job failed is red, with that job
-named (the gate it judged from lacks the history across runs, or is not there at all). A failed
-matrix whose gate passes (a cell that also failed in the baseline) stays green: the issue is about
-regressions against the baseline and results that did not come back.
+when the gate result exists, passes, no part of the nightly produced nothing
+(:func:`missing_parts`), and the bisect step (``--bisect-json``, :mod:`harness.bisect.nightly`)
+named no new release that broke tests; so the issue opens on every red night, the nights with no
+result at all included, and a night whose gate is green but whose history job failed is red, with
+that job named (the gate it judged from lacks the history across runs, or is not there at all).
+A failed matrix whose gate passes (a cell that also failed in the baseline) stays green: the issue
+is about regressions against the baseline, results that did not come back, and new releases that
+broke tests.
 
 The facts come from the workflow (``needs.<job>.result`` and the history job's outputs, see
 .github/workflows/nightly.yml); each may be empty, meaning not known, and is then left out of
@@ -27,7 +30,7 @@ import json
 import sys
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,10 @@ class Night:
     gate_problem: str = ""
     # "new release seen: ..." lines of the night's report (matrix.json's new_releases)
     new_releases: tuple[str, ...] = ()
+    # the bisect step's findings (harness.bisect.nightly), and how many name a release that broke
+    # tests: such a night is red even when the gate passes (the prerelease tier is not gated)
+    bisected: tuple[str, ...] = ()
+    first_bad: int = 0
 
 
 def _matrix_parts(night: Night) -> list[str]:
@@ -159,6 +166,11 @@ def issue_text(
     seen = (night or Night()).new_releases
     if seen:  # before the table: a new release is the likely cause of a red night
         sections.append("### New releases seen\n\n" + "".join(f"- {line}\n" for line in seen))
+    bisected = (night or Night()).bisected
+    if bisected:  # which release did it, bisected the same night
+        sections.append(
+            "### New releases bisected\n\n" + "".join(f"- {line}\n" for line in bisected)
+        )
     if gate is not None:
         table = render_markdown(gate, limit_rows=MAX_ROWS)
         sections.append(table.replace("# Regression gate:", "### Regression gate:", 1))
@@ -188,6 +200,11 @@ def still_red_comment(gate: dict[str, Any] | None, run_url: str, night: Night | 
         first = parts[0].replace("**", "") if parts else "no gate result"
         more = f" (and {len(parts) - 1} more, above)" if len(parts) > 1 else ""
         return f"Still red: {first}{more} ([run]({run_url}))."
+    if gate["ok"] and night is not None and night.first_bad:
+        return (
+            f"Still red: {night.first_bad} new release(s) broke tests, bisected above"
+            f" ([run]({run_url}))."
+        )
     counts = " · ".join(f"{k}: {v}" for k, v in gate["summary"].items() if v)
     return f"Still red: {counts} ([run]({run_url})). The description above is this run's table."
 
@@ -205,8 +222,10 @@ def open_issues(github: GitHub) -> list[dict[str, Any]]:
 
 
 def is_red(gate: dict[str, Any] | None, night: Night | None = None) -> bool:
-    """Red: no gate result, a failing gate, or a part of the nightly that produced nothing."""
-    return gate is None or not gate["ok"] or bool(missing_parts(night or Night(), True))
+    """Red: no gate result, a failing gate, a part of the nightly that produced nothing, or a
+    new release that the bisect step found breaking tests."""
+    night = night or Night()
+    return gate is None or not gate["ok"] or bool(missing_parts(night, True)) or night.first_bad > 0
 
 
 def sync(
@@ -297,6 +316,20 @@ def load_new_releases(*paths: Path) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def load_bisected(*paths: Path) -> tuple[tuple[str, ...], int]:
+    """The bisect step's lines (harness.bisect.nightly's nightly-bisect.json), each once, and how
+    many name a release that broke tests; nothing from a file that is absent or unreadable (the
+    step runs only with the prerelease tier, and is never fatal)."""
+    lines: dict[str, bool] = {}
+    for path in paths:
+        try:
+            found = json.loads(path.read_text())["findings"]
+            lines.update((str(f["line"]), f["broke"] is True) for f in found)
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+    return tuple(lines), sum(lines.values())
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line; every fact of the night defaults to empty (not known)."""
     p = argparse.ArgumentParser(prog="python -m harness.ci.nightly_issue")
@@ -308,6 +341,13 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="a report of the night (repeatable): its new releases seen",
+    )
+    p.add_argument(
+        "--bisect-json",
+        type=Path,
+        action="append",
+        default=[],
+        help="the bisect step's findings (repeatable): the first bad release of a new one",
     )
     for job in ("matrix", "history"):
         p.add_argument(
@@ -351,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         gate_problem=problem,
         new_releases=load_new_releases(*args.matrix_json),
     )
+    bisected, first_bad = load_bisected(*args.bisect_json)
+    night = replace(night, bisected=bisected, first_bad=first_bad)
     for part in missing_parts(night, gate is not None):
         print(f"missing: {part}")
     print(sync(github, gate, args.run_url, night))

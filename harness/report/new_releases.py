@@ -63,7 +63,7 @@ def highest_pins(matrix: Matrix) -> dict[str, Version]:
     return found
 
 
-def _watched(cell: Mapping[str, Any]) -> bool:
+def watched(cell: Mapping[str, Any]) -> bool:
     """A cell that resolves versions at install time: the prerelease tier, or a ``latest`` pin."""
     return cell.get("tier") == "prerelease" or LATEST in (cell.get("torch"), cell.get("torchao"))
 
@@ -75,7 +75,7 @@ def seen(matrix: Matrix, cells: Iterable[Mapping[str, Any]]) -> list[dict[str, s
     names = dict.fromkeys([*AXES, *matrix.prerelease])
     out: dict[tuple[str, str], dict[str, str]] = {}
     for cell in cells:
-        if not _watched(cell):
+        if not watched(cell):
             continue
         installed = cell.get("installed") or {}
         for dist in names:

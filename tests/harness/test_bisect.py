@@ -10,7 +10,6 @@ import json
 import math
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from harness.matrix import releases
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.spec import Backend, Cell, Version_
 from harness.matrix.spec import load as load_matrix
-from tests.harness.throwaway_wheels import wheel
+from tests.harness.throwaway_wheels import outer_site_venv, wheel
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 PACKAGE = "bisectdemo"
@@ -80,19 +79,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real venv; pytest and pytest-reportlog come from this interpreter's site-packages
-    through a .pth file, so nothing but the throwaway package is ever installed into it."""
-    folder = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([uv_bin(), "venv", "-q", "--python", sys.executable, str(folder)], check=True)
-    python = folder / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(purelib, "_outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
+    return outer_site_venv(tmp_path_factory.mktemp("venv") / "venv")
 
 
 def local(index: Path) -> list[str]:

@@ -493,7 +493,7 @@ def test_the_issue_job_opens_the_issue_when_the_matrix_produced_nothing(
     """Its download failed on the missing matrix-report-history before the script ran, and the
     script was told nothing of the jobs: no issue on the nights with no result at all."""
     issue = NIGHTLY["issue"]
-    assert issue["needs"] == ["matrix", "history", "prerelease"]
+    assert issue["needs"] == ["matrix", "history", "prerelease", "bisect"]
     (download,) = [
         s
         for s in issue["steps"]
@@ -739,3 +739,56 @@ def test_the_issue_job_reads_the_new_releases_from_the_nights_report(
         (work / "nightly" / "matrix.json").write_text(broken)  # an unreadable report: no lines
         assert nightly_issue.load_new_releases(work / "nightly" / "matrix.json") == ()
     assert nightly_issue.load_new_releases(work / "absent.json") == ()
+
+
+# --- the bisect step's findings: the first bad release in the issue --------------------------
+
+BROKE = (
+    "**safetensors 0.9.0rc1** broke `tests/t.py::test_x` (passed → failed) in "
+    "`torchlatest-aolatest-pre-cpu`: the first release after 0.8.0 (the highest pin) ..."
+)
+CLEARED = "torch 2.15.0 → 2.16.0 in `torchlatest-aolatest-pre-cpu`: cleared, both ends fail alike"
+
+
+def test_the_issue_job_opens_the_issue_on_a_green_gate_when_a_new_release_broke_tests(
+    github: FakeGitHub, tmp_path: Path
+) -> None:
+    """issue 42 item 5: the gate does not judge the prerelease tier, so a green gate with a
+    bisected break is a red night: the issue opens and names the first bad release; a finding
+    that only cleared a release (or none at all) leaves the night green."""
+    (script,) = [
+        s for s in NIGHTLY["issue"]["steps"] if "harness.ci.nightly_issue" in s.get("run", "")
+    ]
+    context = {  # a night that produced everything, and a green gate
+        "needs.matrix.result": "success",
+        "needs.matrix.outputs.verdict": "pass",
+        "needs.history.result": "success",
+        "needs.history.outputs.cells": "3",
+        "needs.history.outputs.report": "true",
+        "needs.history.outputs.aggregate-gate": "true",
+        "github.token": "token-for-the-test",
+        "github.server_url": "https://github.com",
+        "github.repository": REPO,
+        "github.run_id": "42",
+    }
+    env = {k: render(v, context) for k, v in script["env"].items()}
+    env |= {k: v for k, v in api_env(github).items() if k.startswith("GITHUB_")}
+    work = tmp_path / "work"
+    (work / "nightly").mkdir(parents=True)
+    (work / "nightly" / "gate.json").write_text(json.dumps(gate_result(True)))
+    (work / "bisect").mkdir()
+    findings = [{"line": BROKE, "broke": True}, {"line": CLEARED, "broke": False}]
+    (work / "bisect" / "nightly-bisect.json").write_text(json.dumps({"findings": findings}))
+    done = run_step(script, work, tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "opened #101"
+    body = github.requests[1][2]["body"]
+    assert f"### New releases bisected\n\n- {BROKE}\n- {CLEARED}\n" in body
+
+    github.requests.clear()
+    (work / "bisect" / "nightly-bisect.json").write_text(json.dumps({"findings": findings[1:]}))
+    done = run_step(script, work, tmp_path, env)
+    assert done.stdout.splitlines()[-1].startswith("closed"), done.stdout + done.stderr
+    for broken in ("{not json", '{"findings": [{"no line": 1}]}', "[]"):
+        (work / "bisect" / "nightly-bisect.json").write_text(broken)
+        assert nightly_issue.load_bisected(work / "bisect" / "nightly-bisect.json") == ((), 0)

@@ -470,9 +470,13 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     assert "python -m harness.ci.gate check" in judged
     assert runs["upload the report with its history"]["with"]["name"] == "matrix-report-history"
     issue = nightly["issue"]
-    assert issue["needs"] == ["matrix", "history", "prerelease"]
+    assert issue["needs"] == ["matrix", "history", "prerelease", "bisect"]
     downloads = [s for s in issue["steps"] if uses(s, "actions/download-artifact")]
-    assert [d["with"]["name"] for d in downloads] == ["matrix-report-history", "prerelease-report"]
+    assert [d["with"]["name"] for d in downloads] == [
+        "matrix-report-history",
+        "prerelease-report",
+        "nightly-bisect",
+    ]
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
     upload = next(
         s for s in aggregate["steps"] if s.get("name") == "upload the report and the gate's result"
@@ -549,6 +553,41 @@ def test_the_nightly_runs_the_prerelease_tier_and_never_fails_on_it() -> None:
     assert download["continue-on-error"] is True
     (script,) = [s for s in issue["steps"] if "harness.ci.nightly_issue" in s.get("run", "")]
     assert f"--matrix-json {download['with']['path']}/matrix.json" in script["run"]
+
+
+def test_the_nightly_bisects_a_new_release_that_turned_a_cell_red() -> None:
+    """issue 42 item 5: after the matrix's report (with its history) and the prerelease tier, a
+    job of its own runs the bisect step on both reports, never fatal; its findings reach the
+    regression issue, whose script reads them from where they were downloaded."""
+    doc = workflow("nightly.yml")
+    job = jobs(doc)["bisect"]
+    assert job["needs"] == ["history", "prerelease"]
+    assert (
+        job["if"] == "${{ !cancelled() && (github.event_name == 'schedule' || inputs.prerelease) }}"
+    )
+    assert job["continue-on-error"] is True and job["permissions"] == {"contents": "read"}
+    downloads = {
+        s["with"]["name"]: s["with"]["path"]
+        for s in job["steps"]
+        if uses(s, "actions/download-artifact")
+    }
+    assert set(downloads) == {"matrix-report-history", "prerelease-report"}
+    (step,) = [s for s in job["steps"] if "nox -s bisect_nightly" in s.get("run", "")]
+    command = step["run"].replace("\\\n", " ")
+    for path in downloads.values():
+        assert f"--matrix-json {path}/matrix.json" in command
+    assert (
+        step["env"]["COMPAT_MATRIX_INDEX_CPU"]
+        == cell_step("run the cell")["env"]["COMPAT_MATRIX_INDEX_CPU"]
+    )
+    (upload,) = [s for s in job["steps"] if uses(s, "actions/upload-artifact")]
+    assert upload["with"]["name"] == "nightly-bisect" and upload["if"] == "${{ !cancelled() }}"
+    assert "reports/nightly-bisect.json" in upload["with"]["path"].split()
+    issue = jobs(doc)["issue"]
+    (download,) = [s for s in issue["steps"] if s.get("with", {}).get("name") == "nightly-bisect"]
+    assert download["continue-on-error"] is True
+    (script,) = [s for s in issue["steps"] if "harness.ci.nightly_issue" in s.get("run", "")]
+    assert f"--bisect-json {download['with']['path']}/nightly-bisect.json" in script["run"]
 
 
 def test_nightly_schedule_and_inputs() -> None:

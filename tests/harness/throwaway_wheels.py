@@ -1,13 +1,19 @@
 """Throwaway wheels for the harness's tests of installs and listings: real, minimal, pure-Python
-wheels written byte by byte (a folder of them is an index pip and uv read with --find-links)."""
+wheels written byte by byte (a folder of them is an index pip and uv read with --find-links), and
+a real venv to install them into."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import io
+import subprocess
+import sys
+import sysconfig
 import zipfile
 from pathlib import Path
+
+from harness.matrix.interpreters import uv_bin
 
 
 def wheel(
@@ -34,3 +40,19 @@ def wheel(
             zf.writestr(path, text)
     out.write_bytes(buffer.getvalue())
     return out
+
+
+def outer_site_venv(folder: Path) -> Path:
+    """A real venv at ``folder`` (its interpreter returned); pytest and pytest-reportlog come from
+    this interpreter's site-packages through a .pth file, so nothing but the throwaway packages is
+    ever installed into it."""
+    subprocess.run([uv_bin(), "venv", "-q", "--python", sys.executable, str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "_outer_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
