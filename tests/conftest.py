@@ -168,6 +168,18 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
 
 
+@pytest.fixture
+def torchao_scheme_here() -> None:
+    """Skip, saying why, where no TorchAO weight scheme runs on CPU (tests.strategies'
+    ``torchao_linears`` draws from those that do)."""
+    from tests import torchao_api
+    from tests.strategies import torchao_schemes
+
+    if not torchao_schemes():
+        why = "; ".join(str(torchao_api.cpu_problem(s)) for s in torchao_api.WEIGHT_SCHEMES)
+        pytest.skip(f"no TorchAO weight scheme runs on CPU here: {why}")
+
+
 @pytest.fixture(scope="session")
 def drift() -> Drift:
     return Drift()

@@ -167,3 +167,26 @@ def save_and_restore(
         else:
             assert oracle.values(loaded[name]) == oracle.values(tensors[name]), name
     return to_save, metadata, compat.restore_aliases(loaded, metadata)
+
+
+def assert_same_weight(
+    got: torch.Tensor, want: torch.Tensor, name: str, *, tuples_as_lists: bool = False
+) -> None:
+    """Class, inner tensors (:func:`assert_same_tensor`, recursively) and fields, as
+    ``__tensor_flatten__`` gives them; ``tuples_as_lists`` for TorchAO's own reader, whose JSON
+    turns a tuple field into a list."""
+    assert type(got) is type(want), name
+    if not hasattr(want, "__tensor_flatten__"):
+        assert_same_tensor(got, want, name)
+        return
+    fields, ctx = want.__tensor_flatten__()
+    got_fields, got_ctx = got.__tensor_flatten__()
+    assert got_fields == fields, name
+    if tuples_as_lists:
+        ctx = {k: list(v) if isinstance(v, tuple) else v for k, v in ctx.items()}
+    assert got_ctx == ctx and repr(got_ctx) == repr(ctx), name  # a tuple is no list
+    for field in fields:  # an inner tensor may itself be a wrapper (AffineQuantizedTensor's)
+        got_inner, want_inner = getattr(got, field), getattr(want, field)
+        assert_same_weight(
+            got_inner, want_inner, f"{name}.{field}", tuples_as_lists=tuples_as_lists
+        )

@@ -18,14 +18,25 @@ for their scheme (``Tensor.view(dtype)`` and ``_neg_view`` crash the interpreter
 :func:`families`: many views of one base sharing a shape, of many sizes: the columns of a
 matrix, strided windows with and without true overlaps, interleaved slices, batched slices,
 optionally with the base, a dtype view of it and a random view beside them.
+
+:func:`torchao_linears`: a ``Linear`` whose weight TorchAO quantized, with every scheme of
+``tests.torchao_api.WEIGHT_SCHEMES`` that runs on CPU here, so each TorchAO gives its own classes
+(``AffineQuantizedTensor`` / ``LinearActivationQuantizedTensor`` up to 0.17; ``Int8Tensor``,
+``Float8Tensor``, ``IntxUnpackedToInt8Tensor`` from 0.15 or so, and nothing else in 0.18), of
+random shape, magnitude, values (zero rows included) and ``requires_grad``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from hypothesis import strategies as st
+
+from tests import torchao_api
 
 DTYPES = (
     torch.bool,
@@ -451,3 +462,44 @@ def rereading_pair(draw: st.DrawFn) -> tuple[torch.Tensor, torch.Tensor]:
     step = draw(st.integers(1, 7))
     other = base[start : start + step * draw(st.integers(1, 4)) : step]
     return view, other
+
+
+# --- TorchAO's quantized weights --------------------------------------------------------------
+
+
+@functools.cache
+def torchao_schemes() -> tuple[Callable[[], Any], ...]:
+    """The weight schemes the installed TorchAO runs on CPU here (asked once: a probe quantizes a
+    small Linear). Empty where none runs; a test that needs one says why it skips."""
+    return tuple(s for s in torchao_api.WEIGHT_SCHEMES if torchao_api.cpu_problem(s) is None)
+
+
+@st.composite
+def torchao_linears(draw: st.DrawFn) -> tuple[torch.nn.Linear, torch.Tensor, str]:
+    """A ``Linear`` quantized by a drawn scheme, an input for it, and a description.
+
+    Shapes keep TorchAO's block sizes (in 32 or 64, out 8-48 in steps of 8); the values are a drawn
+    seed's normal values times a drawn magnitude, some rows zero; ``requires_grad`` is drawn (a
+    quantized weight is frozen unless the user says otherwise). Needs a scheme that runs here."""
+    scheme = draw(st.sampled_from(torchao_schemes()))
+    in_features = draw(st.sampled_from([32, 64]))
+    out_features = draw(st.integers(1, 6)) * 8
+    seed = draw(st.integers(0, 2**16))
+    scale = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    zero_rows = draw(st.sets(st.integers(0, out_features - 1), max_size=2))
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(in_features, out_features)
+    with torch.no_grad():
+        lin.weight.mul_(scale)
+        for row in zero_rows:
+            lin.weight[row].zero_()
+    torchao_api.quantize_(lin, scheme())
+    if draw(st.booleans()):
+        lin.weight = torch.nn.Parameter(lin.weight.detach(), requires_grad=True)
+    x = torch.randn(2, in_features)
+    text = (
+        f"{scheme.__name__} -> {type(lin.weight).__name__} {out_features}x{in_features} "
+        f"seed {seed} scale {scale} zero rows {sorted(zero_rows)} "
+        f"requires_grad {lin.weight.requires_grad}"
+    )
+    return lin, x, text

@@ -37,7 +37,8 @@ from hypothesis import strategies as st
 import compat
 from compat.saving import UnsavableTensorError
 from tests import torchao_api
-from tests.roundtrip import assert_same_tensor
+from tests.roundtrip import assert_same_tensor, assert_same_weight
+from tests.strategies import torchao_linears
 
 SCHEMES: dict[str, Callable[[], Any]] = {s.__name__: s for s in torchao_api.WEIGHT_SCHEMES}
 
@@ -57,26 +58,6 @@ def _model(scheme: Callable[[], Any], seed: int = 0) -> torch.nn.Sequential:
     torchao_api.quantize_(model, scheme())
     model[1].weight = model[0].weight
     return model
-
-
-def assert_same_weight(
-    got: torch.Tensor, want: torch.Tensor, name: str, *, tuples_as_lists: bool = False
-) -> None:
-    """Class, inner tensors (:func:`tests.roundtrip.assert_same_tensor`) and fields, as
-    ``__tensor_flatten__`` gives them; ``tuples_as_lists`` for TorchAO's own reader, whose JSON
-    turns a tuple field into a list."""
-    assert type(got) is type(want), name
-    if not hasattr(want, "__tensor_flatten__"):
-        assert_same_tensor(got, want, name)
-        return
-    fields, ctx = want.__tensor_flatten__()
-    got_fields, got_ctx = got.__tensor_flatten__()
-    assert got_fields == fields, name
-    if tuples_as_lists:
-        ctx = {k: list(v) if isinstance(v, tuple) else v for k, v in ctx.items()}
-    assert got_ctx == ctx and repr(got_ctx) == repr(ctx), name  # a tuple is no list
-    for field in fields:
-        assert_same_tensor(getattr(got, field), getattr(want, field), f"{name}.{field}")
 
 
 def _through(how: str, sd: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
@@ -208,7 +189,6 @@ def torchao_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
     """1-4 quantized weights of the encodable schemes here (random values and shapes), some under
     a second name (the same object or a detached one, as ``state_dict`` ties them), beside plain
     tensors and views of them, under dotted and undotted names."""
-    schemes = [s for s in SCHEMES.values() if torchao_api.cpu_problem(s) is None]
     names = draw(st.lists(_NAME, min_size=2, max_size=7, unique=True))
     dotted = [f"{n}.w" if draw(st.booleans()) else n for n in names]
     sd: dict[str, torch.Tensor] = {}
@@ -220,9 +200,7 @@ def torchao_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
             w = draw(st.sampled_from(weights))
             sd[name] = w if draw(st.booleans()) else w.detach()
         elif kind in ("weight", "tie"):
-            out_features = draw(st.sampled_from([8, 16, 32]))
-            lin = torch.nn.Linear(64, out_features)
-            torchao_api.quantize_(lin, draw(st.sampled_from(schemes))())
+            lin, _, _ = draw(torchao_linears())
             weights.append(lin.weight.detach())
             sd[name] = weights[-1]
         else:
@@ -231,6 +209,7 @@ def torchao_state_dicts(draw: st.DrawFn) -> dict[str, torch.Tensor]:
     return sd
 
 
+@pytest.mark.usefixtures("torchao_scheme_here")
 @given(sd=torchao_state_dicts())
 def test_any_mix_of_torchao_weights_round_trips_or_is_refused(sd: dict[str, torch.Tensor]) -> None:
     encoded = torchao_api.encoded_classes()

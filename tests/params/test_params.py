@@ -20,10 +20,13 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 import compat
 from tests import messages, torchao_api
+from tests.strategies import torchao_linears
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -419,14 +422,56 @@ def test_quantized_value_into_meta_plain_parameter(scheme: Callable[[], Any]) ->
     assert value.__dict__.get("_is_param") is None and value.requires_grad is False
 
 
+MOVES = ("meta", "cpu", "cpu with value")
+
+
+@pytest.mark.usefixtures("torchao_scheme_here")
+@given(drawn=torchao_linears(), moves=st.lists(st.sampled_from(MOVES), min_size=1, max_size=4))
+def test_property_any_torchao_weight_survives_any_chain_of_moves(
+    drawn: tuple[nn.Linear, torch.Tensor, str], moves: list[str]
+) -> None:
+    """Any weight of any TorchAO class that runs here, moved to meta and back (the value handed
+    in, or a move from cpu to cpu), keeps its class, its parameter object, ``requires_grad`` and
+    each inner tensor bit for bit; on meta nothing is real; the forward is the same at the end.
+    The oracle: the inner tensors through ``__tensor_flatten__``, cloned before the first move."""
+    lin, x, text = drawn
+    original = lin.weight
+    cls, rg = type(original), original.requires_grad
+    before = [t.clone() for t in leaves(original)]
+    value = original.detach()  # what a checkpoint hands in: a distinct object, the same data
+    expected = forward(Subject(lin, "weight", lambda m: m(x)))
+    for move in moves:
+        on_meta = lin.weight.device.type == "meta"
+        if move == "cpu" and on_meta:  # meta to a real device needs value=: refused, no change
+            with pytest.raises(compat.TensorMoveError):
+                compat.set_module_tensor(lin, "weight", "cpu")
+            continue
+        device = "meta" if move == "meta" else "cpu"
+        given_value = value if move == "cpu with value" else None
+        out = compat.set_module_tensor(lin, "weight", device, value=given_value)
+        assert out is lin.weight is original, text  # the parameter object kept (swap_tensors)
+        assert type(out) is cls and isinstance(out, nn.Parameter), text
+        assert out.requires_grad is rg, text
+        assert all(t.device.type == device for t in leaves(out)), text
+        if device == "meta":
+            assert [(t.dtype, t.shape) for t in leaves(out)] == [
+                (t.dtype, t.shape) for t in before
+            ], text
+        else:
+            assert all(bit_equal(a, b) for a, b in zip(before, leaves(out), strict=True)), text
+    if lin.weight.device.type == "cpu":
+        assert bit_equal(forward(Subject(lin, "weight", lambda m: m(x))), expected), text
+    assert value.__dict__.get("_is_param") is None and value.requires_grad is False, text
+
+
 def test_a_quantized_weight_moved_to_meta_and_back_is_a_parameter_each_time() -> None:
     """The object a subclass's own .to() made is made a parameter the way nn.Parameter makes one
     (requires_grad applied, flagged), and the value handed in is left as it was."""
     s = _quantized(torchao_api.int8_weight_only)
     value = s.module.weight.detach()  # type: ignore[union-attr]
     s.module.weight.requires_grad_(True)  # type: ignore[union-attr]
-    for device, given in (("meta", None), ("cpu", value), ("meta", None)):
-        out = compat.set_module_tensor(s.module, "weight", device, value=given)
+    for device, handed in (("meta", None), ("cpu", value), ("meta", None)):
+        out = compat.set_module_tensor(s.module, "weight", device, value=handed)
         assert isinstance(out, nn.Parameter) and out.requires_grad is True
         assert out.device.type == device and out is s.module.weight
     assert value.__dict__.get("_is_param") is None and value.requires_grad is False
