@@ -486,11 +486,15 @@ def test_the_repository_downstream_tier_covers_every_core_pair() -> None:
     downstream = m.cells(tiers=["downstream"], backend="cpu")
     pairs = {(c.torch.label, c.torchao.label) for c in downstream}
     grouped = {label for group in m.downstream for label in group.torch}
-    assert core <= pairs == {
-        (t.label, a.label)
-        for t in m.torch
-        for a in m.torchao
-        if t.label in grouped and spec.paired(t, a)
-    }
+    assert (
+        core
+        <= pairs
+        == {
+            (t.label, a.label)
+            for t in m.torch
+            for a in m.torchao
+            if t.label in grouped and spec.paired(t, a)
+        }
+    )
     assert ("2.15", "0.18") in pairs and ("2.6", "0.9") in pairs
     assert all(c.downstream and c.torch.torchvision for c in downstream)
