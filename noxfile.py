@@ -415,10 +415,10 @@ def _ended(ran: Ran) -> str:
 def bisect_nightly(session: nox.Session) -> None:
     """The nightly's bisect step: -- --matrix-json REPORT [--matrix-json REPORT ...]
 
-    harness/bisect/nightly.py: each red cell of a `latest` or prerelease resolution, bisected over
-    each new release it installed from the highest pin; reports/nightly-bisect.{json,md}. Each
-    cell's venv is made by uv under reports/nightly-bisect/venvs."""
-    from harness.bisect import nightly
+    harness/ci/nightly_bisect.py: each red cell of a `latest` or prerelease resolution, bisected
+    over each new release it installed from the highest pin; reports/nightly-bisect.{json,md}.
+    Each cell's venv is made by uv under reports/nightly-bisect/venvs."""
+    from harness.ci import nightly_bisect as nightly
 
     if nightly.main(["--reports", str(REPORTS), *session.posargs]) != 0:
         session.error("the nightly bisect refused (the reason is above)")

@@ -386,19 +386,9 @@ def differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[dic
 # --- the bisection ---------------------------------------------------------------------------
 
 
-def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -> dict[str, Any]:
-    """Run the bisection; refusals raise Refused before any result is claimed."""
-    started = time.monotonic()
-    try:
-        listing = rel.list_releases(
-            request.package,
-            python=target.python,
-            uv=target.uv,
-            index_args=merge_options(listing_index(target), request.index_args),
-            pre=request.pre,
-        )
-    except rel.ReleaseError as exc:
-        raise Refused(str(exc)) from None
+def _ends(request: Request, listing: rel.Releases) -> tuple[Version, Version]:
+    """``--from`` and ``--to`` as releases of the listing, the older first (Refused otherwise,
+    naming the nearest releases)."""
     ends = []
     for flag, text in (("--from", request.low), ("--to", request.high)):
         found = listing.find(text)
@@ -418,6 +408,61 @@ def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -
             f"--from {request.low} is not older than --to {request.high}: give the older release "
             "as --from (the search finds the first release after it that behaves like --to)"
         )
+    return low, high
+
+
+def _result(
+    request: Request,
+    target: Target,
+    ends: tuple[Version, Version],
+    between: Sequence[Version],
+    answer: Answer,
+    probes: list[Probe],
+) -> dict[str, Any]:
+    """The bisection's record (``reports/bisect.json``), less the restore and the time."""
+    low, high = ends
+    first_end = next(p for p in probes if p.role == "from")
+    last_end = next(p for p in probes if p.role == "to")
+    everything = [*between, high]
+    candidates = [str(everything[i]) for i in answer.candidates]
+    last_old = str(low if answer.last_old < 0 else between[answer.last_old])
+    return {
+        "schema": 1,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "package": request.package,
+        "from": str(low),
+        "to": str(high),
+        "cell": target.cell.id,
+        "tests": list(request.tests),
+        "keyword": request.keyword,
+        "pre": request.pre,
+        "releases": [str(v) for v in [low, *between, high]],
+        "answer": {
+            "first": candidates[-1],
+            "candidates": candidates,
+            "last_like_from": last_old,
+            "verdict": verdict(first_end.outcome, last_end.outcome),
+            "changes": differences(first_end.outcome, last_end.outcome),
+            "neither": [p.version for p in probes if p.like == "neither"],
+        },
+        "probes": [asdict(p) for p in sorted(probes, key=lambda p: Version(p.version))],
+    }
+
+
+def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -> dict[str, Any]:
+    """Run the bisection; refusals raise Refused before any result is claimed."""
+    started = time.monotonic()
+    try:
+        listing = rel.list_releases(
+            request.package,
+            python=target.python,
+            uv=target.uv,
+            index_args=merge_options(listing_index(target), request.index_args),
+            pre=request.pre,
+        )
+    except rel.ReleaseError as exc:
+        raise Refused(str(exc)) from None
+    low, high = _ends(request, listing)
     between = listing.between(low, high)
     workdir = target.reports / "bisect-probes"
     selection = selection_ids(target, request.tests)
@@ -427,7 +472,8 @@ def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -
     try:
 
         def probe(version: Version, role: str) -> Probe:
-            done = run_probe(request, target, snapshot, str(version), role, len(probes) + 1, echo)
+            order = len(probes) + 1
+            done = run_probe(request, target, snapshot, str(version), role, order=order, echo=echo)
             probes.append(done)
             return done
 
@@ -458,30 +504,7 @@ def bisect(request: Request, target: Target, echo: TextIO | None = sys.stdout) -
     finally:
         restore(target, snapshot, workdir / "restore.log")
         restored = freeze(target) == snapshot.read_text()
-    everything = [*between, high]
-    candidates = [str(everything[i]) for i in answer.candidates]
-    last_old = str(low if answer.last_old < 0 else between[answer.last_old])
-    kind = verdict(first_end.outcome, last_end.outcome)
-    return {
-        "schema": 1,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "package": request.package,
-        "from": str(low),
-        "to": str(high),
-        "cell": target.cell.id,
-        "tests": list(request.tests),
-        "keyword": request.keyword,
-        "pre": request.pre,
-        "releases": [str(v) for v in [low, *between, high]],
-        "answer": {
-            "first": candidates[-1],
-            "candidates": candidates,
-            "last_like_from": last_old,
-            "verdict": kind,
-            "changes": differences(first_end.outcome, last_end.outcome),
-            "neither": [p.version for p in probes if p.like == "neither"],
-        },
-        "probes": [asdict(p) for p in sorted(probes, key=lambda p: Version(p.version))],
+    return _result(request, target, (low, high), between, answer, probes) | {
         "restored": restored,
         "seconds": round(time.monotonic() - started, 2),
     }
@@ -637,9 +660,9 @@ def main(argv: Sequence[str] | None = None, *, echo: TextIO = sys.stdout) -> int
         args.low,
         args.high,
         tuple(args.test),
-        args.keyword,
-        args.pre,
-        index_args(args),
+        keyword=args.keyword,
+        pre=args.pre,
+        index_args=index_args(args),
     )
     try:
         matrix = load_matrix(args.matrix)

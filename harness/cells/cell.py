@@ -104,14 +104,14 @@ class CellResult:
 
 def new_result(cell: Cell) -> CellResult:
     return CellResult(
-        cell.id,
-        cell.tier,
-        cell.python,
-        cell.torch.label,
-        cell.torchao.label,
-        cell.backend.name,
-        cell.requirements(),
-        cell.group,
+        id=cell.id,
+        tier=cell.tier,
+        python=cell.python,
+        torch=cell.torch.label,
+        torchao=cell.torchao.label,
+        backend=cell.backend.name,
+        pins=cell.requirements(),
+        group=cell.group,
     )
 
 
@@ -455,16 +455,78 @@ def _read_facts(path: Path) -> dict[str, Any] | None:
 # --- one cell ---------------------------------------------------------------------------
 
 
-def run_cell(
-    plan: CellPlan, *, echo: Echo | None = sys.stdout, stop: Stop | None = None
-) -> CellResult:
-    """Install, probe, test; write cell.json, junit.xml, log.jsonl and output.log in outdir."""
-    cell, outdir = plan.cell, plan.outdir
+RunCommand = Callable[..., Ran]  # (cmd, env, quiet=False): one command under the cell's deadline
+
+
+@dataclass(frozen=True)
+class _CellFiles:
+    """The files a cell's test run writes beside its results (the conftests are told by env)."""
+
+    spec: Path  # cell-spec.json: the cell's axes and expected failures
+    scenarios: Path  # tests/downstream/conftest.py writes it
+    peers: Path  # tests/downstream/test_peer_suites.py writes it
+    facts: Path  # probe.json: what the probe found installed and loaded
+
+
+def _fresh(outdir: Path) -> None:
     if outdir.is_dir():
         shutil.rmtree(outdir)
     elif outdir.exists():
         outdir.unlink()
     outdir.mkdir(parents=True)
+
+
+def _install(
+    plan: CellPlan, run: RunCommand, env: dict[str, str], result: CellResult, stop: Stop | None
+) -> tuple[str, str, str] | None:
+    """Run the install commands; (status, reason, output) of the first that fails, else None."""
+    for cmd in plan.install:
+        ran = run(cmd, env)
+        result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
+        if ran.interrupted:
+            why = f"the run was stopped ({stop.signal if stop else '?'}) while this cell installed"
+            return "interrupted", why, ran.output
+        if ran.timed_out:
+            return "timeout", f"install ran past {plan.cell.timeout_s} s", ran.output
+        if ran.returncode != 0:
+            why = install_error_reason(install_step(plan, cmd), ran.returncode, ran.output)
+            return "install-error", why, ran.output
+    return None
+
+
+def _cell_files(plan: CellPlan, env: dict[str, str], result: CellResult) -> _CellFiles:
+    """Write cell-spec.json and point the test run's conftests at the cell's files."""
+    cell, outdir = plan.cell, plan.outdir
+    files = _CellFiles(
+        spec=outdir / "cell-spec.json",
+        scenarios=outdir / "scenarios.json",
+        peers=outdir / PEERS_FILE,
+        facts=outdir / "probe.json",
+    )
+    spec = {
+        "id": cell.id,
+        "torch": cell.torch.label,
+        "torchao": cell.torchao.label,
+        "backend": cell.backend.name,
+        "python": cell.python,
+        "downstream": cell.group,
+        "xfails": plan.xfails,
+    }
+    files.spec.write_text(json.dumps(spec, indent=2))
+    env["COMPAT_MATRIX_CELL"] = str(files.spec)
+    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
+    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
+    env["COMPAT_MATRIX_SCENARIOS"] = str(files.scenarios)
+    env[PEERS_ENV] = str(files.peers)
+    return files
+
+
+def run_cell(
+    plan: CellPlan, *, echo: Echo | None = sys.stdout, stop: Stop | None = None
+) -> CellResult:
+    """Install, probe, test; write cell.json, junit.xml, log.jsonl and output.log in outdir."""
+    cell, outdir = plan.cell, plan.outdir
+    _fresh(outdir)
     log = outdir / "output.log"
     result = new_result(cell)
     result.candidates = list(plan.candidates)
@@ -494,45 +556,14 @@ def run_cell(
     reason = backends.host_lacks(cell.backend)
     if reason:
         return finish("skipped", reason)
-
     env = {**os.environ, **plan.env}
     # torch and TorchAO are thousands of modules: without cached bytecode every import of a
     # cell recompiles them (~2x slower). Let the venv keep its __pycache__.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    for cmd in plan.install:
-        ran = run(cmd, env)
-        result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
-        if ran.interrupted:
-            why = f"the run was stopped ({stop.signal if stop else '?'}) while this cell installed"
-            return finish("interrupted", why, ran.output)
-        if ran.timed_out:
-            return finish("timeout", f"install ran past {cell.timeout_s} s", ran.output)
-        if ran.returncode != 0:
-            why = install_error_reason(install_step(plan, cmd), ran.returncode, ran.output)
-            return finish("install-error", why, ran.output)
-
-    spec_file = outdir / "cell-spec.json"
-    spec_file.write_text(
-        json.dumps(
-            {
-                "id": cell.id,
-                "torch": cell.torch.label,
-                "torchao": cell.torchao.label,
-                "backend": cell.backend.name,
-                "python": cell.python,
-                "downstream": cell.group,
-                "xfails": plan.xfails,
-            },
-            indent=2,
-        )
-    )
-    env["COMPAT_MATRIX_CELL"] = str(spec_file)
-    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
-    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
-    scenarios_file = outdir / "scenarios.json"  # tests/downstream/conftest.py writes it
-    env["COMPAT_MATRIX_SCENARIOS"] = str(scenarios_file)
-    peers_file = outdir / PEERS_FILE  # tests/downstream/test_peer_suites.py writes it
-    env[PEERS_ENV] = str(peers_file)
+    failed = _install(plan, run, env, result, stop)
+    if failed is not None:
+        return finish(*failed)
+    files = _cell_files(plan, env, result)
     role = plan.carry
     source = role.source if role else None
     if role is not None and source is None and not role.refused:
@@ -547,7 +578,22 @@ def run_cell(
             status = "interrupted" if blocked.interrupted else "timeout"
             return finish(status, f"the TorchAO-blocked run {why}", blocked.output)
         source = blocked
-    facts_file = outdir / "probe.json"
+    status, why, output = _test_run(plan, files, run, env, result, source=source, stop=stop)
+    return finish(status, why, output)
+
+
+def _test_run(
+    plan: CellPlan,
+    files: _CellFiles,
+    run: RunCommand,
+    env: dict[str, str],
+    result: CellResult,
+    *,
+    source: carry.Source | None,
+    stop: Stop | None,
+) -> tuple[str, str, str]:
+    """The probe and pytest in one interpreter, judged: (status, reason, output)."""
+    cell, outdir, role = plan.cell, plan.outdir, plan.carry
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
     carried = evidence.TestLog()
@@ -558,9 +604,9 @@ def run_cell(
         probe += ["--deselect", str(outdir / carry.DESELECT_FILE)]
         carried = source.log
         pytest_args = carry.narrowed(pytest_args, plan.tests, source.dependent)
-    ran = run([*probe, "--out", str(facts_file), "--", *pytest_args], env)
+    ran = run([*probe, "--out", str(files.facts), "--", *pytest_args], env)
     result.exit_status = ran.returncode
-    facts = _read_facts(facts_file)
+    facts = _read_facts(files.facts)
     if facts is not None:
         result.installed = facts.get("installed", {})
         result.torchao_cpp = facts.get("torchao_cpp")
@@ -569,13 +615,13 @@ def run_cell(
     tampered = None
     if not outdir.is_dir():
         tampered = "the cell's reports folder was replaced by a file during the run"
-    elif not spec_file.is_file():
+    elif not files.spec.is_file():
         tampered = "the cell's reports folder was deleted during the run"
     own_log = evidence.read_reportlog(outdir / "log.jsonl")
     test_log = carry.merge(own_log, carried)
     _take_tests(result, test_log)
-    result.scenarios = scenario_outcomes(scenarios_file, test_log)
-    result.peers = peer_suites(peers_file)
+    result.scenarios = scenario_outcomes(files.scenarios, test_log)
+    result.peers = peer_suites(files.peers)
     stale = evidence.stale_patterns(plan.xfails, test_log) if own_log.finished else []
     verdict = evidence.classify(
         ran,
@@ -588,12 +634,14 @@ def run_cell(
         tampered=tampered,
     )
     if verdict.status == "skipped" and facts is not None:
-        return finish("skipped", backends.torch_lacks(cell.backend, facts.get("backend_error")))
+        return "skipped", backends.torch_lacks(cell.backend, facts.get("backend_error")), ""
     if role is not None:
-        verdict = _carry_record(role, source, result, carried, verdict, test_log, stale)
+        verdict = _carry_record(
+            role, source, result, carried=carried, verdict=verdict, merged=test_log, stale=stale
+        )
         if source is not None and outdir.is_dir():
             carry.write_drift(outdir / "drift.json", source.drift)
-    return finish(verdict.status, verdict.reason, ran.output)
+    return verdict.status, verdict.reason, ran.output
 
 
 def _blocked_run(
@@ -670,6 +718,7 @@ def _carry_record(
     role: carry.Role,
     source: carry.Source | None,
     result: CellResult,
+    *,
     carried: evidence.TestLog,
     verdict: evidence.Verdict,
     merged: evidence.TestLog,

@@ -457,7 +457,8 @@ def run_installed(
     return results
 
 
-def main(argv: Sequence[str] | None = None, *, echo: Echo = sys.stdout) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m harness.cells.installed``."""
     parser = argparse.ArgumentParser(
         prog="python -m harness.cells.installed",
         description="Run the suite as a cell in an existing interpreter; install nothing.",
@@ -485,7 +486,11 @@ def main(argv: Sequence[str] | None = None, *, echo: Echo = sys.stdout) -> int:
         help="accept a test requirement at a version requirements/test.txt does not (recorded)",
     )
     parser.add_argument("--timeout-s", type=int, default=None, help="default: cell_timeout_s")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, echo: Echo = sys.stdout) -> int:
+    args = parser().parse_args(argv)
     try:
         matrix = spec.load(args.matrix or paths.matrix_path())
         backends = list(dict.fromkeys(args.backend or ["cpu"]))
@@ -519,25 +524,30 @@ def main(argv: Sequence[str] | None = None, *, echo: Echo = sys.stdout) -> int:
             echo=echo,
             stop=stop,
         )
-    code = 0
-    for result in results:
-        echo.write(f"[installed] {summary_line(result)}\n")
-        if result.status == UNMET:
-            echo.write(result.log_tail + "\n")
-        if not result.ok:
-            code = 1
-        elif args.strict and result.status == "skipped":
-            echo.write(f"[installed] --strict: {result.id} did not run: {result.reason}\n")
-            code = 1
-        elif args.strict and absent_backend_skips(result):
-            skipped = absent_backend_skips(result)
-            echo.write(
-                f"[installed] --strict: {len(skipped)} test(s) of {result.id} skipped for"
-                f" an absent {result.backend}: {', '.join(skipped)}\n"
-            )
-            code = 1
+    code = max((_said(result, args.strict, echo) for result in results), default=0)
     echo.flush()
     return code
+
+
+def _said(result: CellResult, strict: bool, echo: Echo) -> int:
+    """Write the cell's summary; 1 if it fails the run (``--strict``: a skip for an absent
+    backend fails it too), else 0."""
+    echo.write(f"[installed] {summary_line(result)}\n")
+    if result.status == UNMET:
+        echo.write(result.log_tail + "\n")
+    if not result.ok:
+        return 1
+    if strict and result.status == "skipped":
+        echo.write(f"[installed] --strict: {result.id} did not run: {result.reason}\n")
+        return 1
+    skipped = absent_backend_skips(result) if strict else []
+    if skipped:
+        echo.write(
+            f"[installed] --strict: {len(skipped)} test(s) of {result.id} skipped for"
+            f" an absent {result.backend}: {', '.join(skipped)}\n"
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -132,7 +132,15 @@ def select(
             else:
                 found[python] = str(path)
     shown = tuple(matrix.not_published(tiers))  # alike on every backend
-    return Selection(tuple(tiers), tuple(only), tuple(cells), absent, found, missing, shown)
+    return Selection(
+        tiers=tuple(tiers),
+        backends=tuple(only),
+        cells=tuple(cells),
+        absent=absent,
+        interpreters=found,
+        missing=missing,
+        not_published=shown,
+    )
 
 
 def _uv_or_none() -> str | None:
@@ -245,6 +253,116 @@ class Prefixed:
             self.stream.flush()
 
 
+@dataclass
+class _MatrixRun:
+    """One run of a selection: its groups' venvs, prepared ahead, and their cells run."""
+
+    matrix: Matrix
+    selection: Selection
+    envdir: Path
+    reports: Path
+    uv: str
+    candidates: Sequence[str]
+    jobs: int
+    echo: Echo | None
+    stop: Stop
+    full: bool
+    pruned: set[str] = field(default_factory=set)
+    deselect: dict[str, dict[str, str]] = field(default_factory=dict)
+    threads: int = 1
+    prepared: dict[str, Future[Path]] = field(default_factory=dict)
+
+    def venv(self, name: str) -> Path:
+        return self.envdir / f"matrix-{name}"
+
+    def own_env(self, name: str) -> dict[str, str]:
+        """What every command of a pruned group adds to its environment: its own uv cache."""
+        if name not in self.pruned:
+            return {}
+        return {"UV_CACHE_DIR": str(self.venv(name).absolute() / OWN_CACHE)}
+
+    def prepare(self, name: str, cells: list[Cell]) -> Path:
+        """The group's venv with its first cell's pins, made ahead of the group's turn (in its
+        turn, when the group is pruned)."""
+        first = cells[0]
+        wanted = self.selection.interpreters.get(first.python, first.python)
+        python = ensure_venv(self.uv, wanted, self.venv(name), first.python)
+        requirements = [str(self.matrix.root / r) for r in self.matrix.requirements_for(first)]
+        log = self.reports / PREFETCH_DIR / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        for cmd in install_commands(
+            first, python, uv=self.uv, requirements=requirements, candidates=self.candidates
+        ):
+            ran = run_logged(
+                cmd,
+                log,
+                timeout_s=first.timeout_s,
+                cwd=self.matrix.root,
+                echo=None,
+                stop=self.stop,
+                env={**os.environ, **self.own_env(name)},
+            )
+            if ran.returncode != 0:
+                break  # the cell meets it again in its own install, and records it
+        return python
+
+    def group(self, name: str, cells: list[Cell]) -> list[CellResult]:
+        echo = self.echo
+        out = (
+            echo if echo is None or self.jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
+        )
+        try:
+            try:
+                python = (
+                    self.prepared[name].result()
+                    if name in self.prepared
+                    else self.prepare(name, cells)
+                )
+            except (OSError, subprocess.CalledProcessError) as exc:
+                return [harness_error(cell, exc, self.reports) for cell in cells]
+            return group_run.run_cells(
+                self.matrix,
+                cells,
+                python=python,
+                reports=self.reports,
+                uv=self.uv,
+                candidates=self.candidates,
+                echo=out,
+                stop=self.stop,
+                full=self.full,
+                threads=self.threads,
+                env=self.own_env(name),
+                deselect=self.deselect,
+            )
+        finally:
+            if name in self.pruned:  # every cell has its record by now
+                shutil.rmtree(self.venv(name), ignore_errors=True)
+
+    def run_groups(self, groups: Mapping[str, list[Cell]]) -> list[CellResult]:
+        """Every group's cells, ``jobs`` groups side by side; venvs and installs run ahead of
+        the tests, in order, so that downloads overlap the tests of the groups before (a warm
+        install is a no-op check of ~0.5 s)."""
+        results: list[CellResult] = []
+        installs = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="prefetch")
+        self.prepared = {
+            name: installs.submit(self.prepare, name, cells)
+            for name, cells in groups.items()
+            if name not in self.pruned  # a pruned group installs in its own turn: disk bounded
+        }
+        with installs, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            futures: dict[Future[list[CellResult]], list[Cell]] = {
+                pool.submit(self.group, name, cells): cells for name, cells in groups.items()
+            }
+            while not all(f.done() for f in futures):
+                self.stop.wait(0.2)  # the main thread stays free to take the signal
+            for future, cells in futures.items():
+                try:
+                    results += future.result()
+                except Exception as exc:  # a bug in the group's own plumbing: its cells say so
+                    results += [harness_error(cell, exc, self.reports) for cell in cells]
+        return results
+
+
 def run_matrix(
     matrix: Matrix,
     selection: Selection,
@@ -279,89 +397,25 @@ def run_matrix(
         for cell in selection.cells
         if (reason := selection.skip_reason(cell)) is not None
     ]
-
-    def venv(name: str) -> Path:
-        return envdir / f"matrix-{name}"
-
-    def own_env(name: str) -> dict[str, str]:
-        """What every command of a pruned group adds to its environment: its own uv cache."""
-        return {"UV_CACHE_DIR": str(venv(name).absolute() / OWN_CACHE)} if name in pruned else {}
-
-    def prepare(name: str, cells: list[Cell]) -> Path:
-        """The group's venv with its first cell's pins, made ahead of the group's turn (in its
-        turn, when the group is pruned)."""
-        first = cells[0]
-        wanted = selection.interpreters.get(first.python, first.python)
-        python = ensure_venv(uv, wanted, venv(name), first.python)
-        requirements = [str(matrix.root / r) for r in matrix.requirements_for(first)]
-        log = reports / PREFETCH_DIR / f"{name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        for cmd in install_commands(
-            first, python, uv=uv, requirements=requirements, candidates=candidates
-        ):
-            ran = run_logged(
-                cmd,
-                log,
-                timeout_s=first.timeout_s,
-                cwd=matrix.root,
-                echo=None,
-                stop=stop,
-                env={**os.environ, **own_env(name)},
-            )
-            if ran.returncode != 0:
-                break  # the cell meets it again in its own install, and records it
-        return python
-
-    def group(name: str, cells: list[Cell]) -> list[CellResult]:
-        out = echo if echo is None or jobs == 1 else Prefixed(echo, name.removeprefix("tests-"))
-        try:
-            try:
-                python = prepared[name].result() if name in prepared else prepare(name, cells)
-            except (OSError, subprocess.CalledProcessError) as exc:
-                return [harness_error(cell, exc, reports) for cell in cells]
-            return group_run.run_cells(
-                matrix,
-                cells,
-                python=python,
-                reports=reports,
-                uv=uv,
-                candidates=candidates,
-                echo=out,
-                stop=stop,
-                full=full,
-                threads=threads,
-                env=own_env(name),
-                deselect=deselect,
-            )
-        finally:
-            if name in pruned:  # every cell has its record by now
-                shutil.rmtree(venv(name), ignore_errors=True)
-
     groups = selection.groups()
     runnable = [c for c in selection.cells if selection.skip_reason(c) is None]
-    deselect = peer_deselection(matrix, runnable, peer_suites)
-    pruned = {name for name in groups if prune and not venv(name).exists()}
-    # each group's share of the cores, when they run side by side
-    threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups))))
-    # venvs and installs run ahead of the tests, in order, so that downloads overlap the tests
-    # of the groups before (a warm install is a no-op check of ~0.5 s)
-    installs = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="prefetch")
-    prepared = {
-        name: installs.submit(prepare, name, cells)
-        for name, cells in groups.items()
-        if name not in pruned  # a pruned group installs in its own turn: disk stays bounded
-    }
-    with installs, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures: dict[Future[list[CellResult]], list[Cell]] = {
-            pool.submit(group, name, cells): cells for name, cells in groups.items()
-        }
-        while not all(f.done() for f in futures):
-            stop.wait(0.2)  # the main thread stays free to take the signal
-        for future, cells in futures.items():
-            try:
-                results += future.result()
-            except Exception as exc:  # a bug in the group's own plumbing: its cells say so
-                results += [harness_error(cell, exc, reports) for cell in cells]
+    this = _MatrixRun(
+        matrix=matrix,
+        selection=selection,
+        envdir=envdir,
+        reports=reports,
+        uv=uv,
+        candidates=candidates,
+        jobs=jobs,
+        echo=echo,
+        stop=stop,
+        full=full,
+        deselect=peer_deselection(matrix, runnable, peer_suites),
+        # each group's share of the cores, when they run side by side
+        threads=max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(groups)))),
+    )
+    this.pruned = {name for name in groups if prune and not this.venv(name).exists()}
+    results += this.run_groups(groups)
     state = "interrupted" if stop.requested else "finished"
     write_manifest(reports, manifest(selection, state, candidates=candidates, signal=stop.signal))
     order = {cell.id: i for i, cell in enumerate(selection.cells)}

@@ -55,14 +55,14 @@ def expected(
 
 def _no_record(entry: dict[str, Any], why: str) -> dict[str, Any]:
     result = CellResult(
-        entry["id"],
-        entry["tier"],
-        entry["python"],
-        entry["torch"],
-        entry["torchao"],
-        entry["backend"],
-        list(entry.get("pins", [])),
-        entry.get("group"),
+        id=entry["id"],
+        tier=entry["tier"],
+        python=entry["python"],
+        torch=entry["torch"],
+        torchao=entry["torchao"],
+        backend=entry["backend"],
+        pins=list(entry.get("pins", [])),
+        group=entry.get("group"),
         status="no-record",
         reason=f"no record: {why}",
     )

@@ -8,7 +8,7 @@
 A red night opens one issue labelled ``nightly-regression`` (or rewrites the open one and
 comments on it); a green night comments on the open issue and closes it. A night is green only
 when the gate result exists, passes, no part of the nightly produced nothing
-(:func:`missing_parts`), and the bisect step (``--bisect-json``, :mod:`harness.bisect.nightly`)
+(:func:`missing_parts`), and the bisect step (``--bisect-json``, :mod:`harness.ci.nightly_bisect`)
 named no new release that broke tests; so the issue opens on every red night, the nights with no
 result at all included, and a night whose gate is green but whose history job failed is red, with
 that job named (the gate it judged from lacks the history across runs, or is not there at all).
@@ -74,7 +74,7 @@ class Night:
     gate_problem: str = ""
     # "new release seen: ..." lines of the night's report (matrix.json's new_releases)
     new_releases: tuple[str, ...] = ()
-    # the bisect step's findings (harness.bisect.nightly), and how many name a release that broke
+    # the bisect step's findings (harness.ci.nightly_bisect), and how many name a release that broke
     # tests: such a night is red even when the gate passes (the prerelease tier is not gated)
     bisected: tuple[str, ...] = ()
     first_bad: int = 0
@@ -317,7 +317,7 @@ def load_new_releases(*paths: Path) -> tuple[str, ...]:
 
 
 def load_bisected(*paths: Path) -> tuple[tuple[str, ...], int]:
-    """The bisect step's lines (harness.bisect.nightly's nightly-bisect.json), each once, and how
+    """The bisect step's lines (harness.ci.nightly_bisect's nightly-bisect.json), each once, and how
     many name a release that broke tests; nothing from a file that is absent or unreadable (the
     step runs only with the prerelease tier, and is never fatal)."""
     lines: dict[str, bool] = {}

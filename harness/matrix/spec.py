@@ -398,7 +398,16 @@ class Matrix:
                         if not self.ships(py, t, a):
                             continue  # not published: Matrix.not_published shows it
                         corner = not named or corners[t.label].get(py) == a
-                        yield Cell(py, t, a, b, self.cell_timeout_s, named, group, corner)
+                        yield Cell(
+                            py,
+                            t,
+                            a,
+                            b,
+                            self.cell_timeout_s,
+                            named_python=named,
+                            downstream=group,
+                            corner=corner,
+                        )
 
     def excluded(self, cell: Cell) -> Exclusion | None:
         axes = (cell.torch.label, cell.torchao.label, cell.backend.name, cell.group, cell.python)
@@ -645,12 +654,12 @@ def _backends(path: Path, doc: dict[str, Any]) -> dict[str, Backend]:
             raise r.fail("runs_on", "must list the runner labels of the backend's jobs", [])
         out[name] = Backend(
             name,
-            host_probe,
-            platforms,
-            probe,
-            index_env,
-            tuple(sorted(env.items())),
-            runs_on,
+            host_probe=host_probe,
+            platforms=platforms,
+            torch_probe=probe,
+            index_env=index_env,
+            env=tuple(sorted(env.items())),
+            runs_on=runs_on,
         )
     return out
 
@@ -688,34 +697,25 @@ def _reason(r: _Reader) -> str:
     return reason
 
 
-def load(path: Path | str = DEFAULT_PATH) -> Matrix:
-    """Read and validate matrix.toml; raise :class:`MatrixSpecError` on the first fault."""
-    path = Path(path)
-    doc = read(path, MatrixSpecError)
-    _Reader(
-        path, "", doc, ("run", "torch", "torchao", "backends", "downstream", "exclude", "xfail")
-    )
+RUN_KEYS = (
+    "python",
+    "default_python",
+    "cell_timeout_s",
+    "default_cell",
+    "test_requirements",
+    "reruns",
+    "peer_requirements",
+    "peer_tiers",
+    "downstream_tests",
+    "downstream_requirements",
+    "peer_suites",
+    "carry",
+    "prerelease",
+)
 
-    run = _Reader(
-        path,
-        "run",
-        doc.get("run"),
-        (
-            "python",
-            "default_python",
-            "cell_timeout_s",
-            "default_cell",
-            "test_requirements",
-            "reruns",
-            "peer_requirements",
-            "peer_tiers",
-            "downstream_tests",
-            "downstream_requirements",
-            "peer_suites",
-            "carry",
-            "prerelease",
-        ),
-    )
+
+def _run_python(path: Path, run: _Reader) -> tuple[tuple[str, ...], wheels.Published | None]:
+    """``[run] python`` with the default Python first, and wheels.toml's record of them."""
     python = run.strings("python")
     if not python:
         raise run.fail("python", "must list at least one version")
@@ -727,25 +727,24 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     default_python = run.get("default_python", str, python[0])
     if default_python not in python:
         raise run.fail("default_python", f"must be one of {list(python)}", default_python)
-    python = (default_python, *(p for p in python if p != default_python))
-    published = None
+    ordered = (default_python, *(p for p in python if p != default_python))
     if (path.parent / wheels.FILE).exists():
         try:
-            published = wheels.load(path.parent / wheels.FILE)
+            return ordered, wheels.load(path.parent / wheels.FILE)
         except wheels.WheelsError as exc:
             raise MatrixSpecError(path, "run.python", str(exc)) from None
-    elif len(python) > 1:
+    if len(ordered) > 1:
         raise run.fail(
             "python",
             f"names several Pythons but {path.parent / wheels.FILE} is missing: run "
             "`python -m harness.matrix.wheels --write`",
-            list(python),
+            list(ordered),
         )
-    timeout = run.get("cell_timeout_s", int)
-    if timeout <= 0:
-        raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
-    test_requirements = run.strings("test_requirements", [])
-    peer_requirements = run.strings("peer_requirements", [])
+    return ordered, None
+
+
+def _run_files(run: _Reader) -> dict[str, Any]:
+    """The ``[run]`` settings about what cells install and run, checked."""
     peer_tiers = run.strings("peer_tiers", [])
     for i, tier in enumerate(peer_tiers):
         if tier not in TIERS:
@@ -753,11 +752,25 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     downstream_tests = run.get("downstream_tests", str, "tests/downstream")
     if not downstream_tests.startswith("tests/"):
         raise run.fail("downstream_tests", "must be a folder under tests/", downstream_tests)
-    downstream_requirements = run.strings("downstream_requirements", [])
     peer_suites = run.get("peer_suites", str, "")
     home = downstream_tests.rstrip("/") + "/"
     if peer_suites and not (peer_suites.startswith(home) and peer_suites.endswith(".py")):
         raise run.fail("peer_suites", f"must be a test module under {home}", peer_suites)
+    return {
+        "test_requirements": run.strings("test_requirements", []),
+        "peer_requirements": run.strings("peer_requirements", []),
+        "peer_tiers": peer_tiers,
+        "downstream_tests": downstream_tests,
+        "downstream_requirements": run.strings("downstream_requirements", []),
+        "peer_suites": peer_suites,
+    }
+
+
+def _run_policy(run: _Reader) -> dict[str, Any]:
+    """The ``[run]`` settings about how cells run, checked."""
+    timeout = run.get("cell_timeout_s", int)
+    if timeout <= 0:
+        raise run.fail("cell_timeout_s", "must be a positive number of seconds", timeout)
     reruns = run.get("reruns", int, 0)
     if not 0 <= reruns <= 5:
         raise run.fail("reruns", "must be between 0 and 5", reruns)
@@ -771,7 +784,18 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     for i, axis in enumerate(carry):
         if axis not in CARRY_AXES:
             raise run.fail(f"carry[{i}]", f"must be one of {list(CARRY_AXES)}", axis)
+    return {
+        "cell_timeout_s": timeout,
+        "reruns": reruns,
+        "prerelease": tuple(prerelease),
+        "carry": carry,
+    }
 
+
+def _axes(
+    path: Path, doc: dict[str, Any], published: wheels.Published | None, default_python: str
+) -> tuple[tuple[Version_, ...], tuple[Version_, ...]]:
+    """The torch and TorchAO axes, each pin known to wheels.toml and every torch paired."""
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
     for dist, versions in (("torch", torch), ("torchao", torchao)):
@@ -781,8 +805,6 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
                     published.ships(dist, v.pin, default_python)
             except wheels.WheelsError as exc:
                 raise MatrixSpecError(path, f"{dist} {v.label}", str(exc)) from None
-    backends = _backends(path, doc)
-    downstream = _downstream(path, doc, torch)
     labels = [t.label for t in torch]
     for i, a in enumerate(torchao):
         for j, label in enumerate(a.pairs):
@@ -798,30 +820,36 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
                 "is paired with no TorchAO version (see torchao[].torch)",
                 t.label,
             )
-    axes = {
-        "torch": [v.label for v in torch],
-        "torchao": [v.label for v in torchao],
-        "backend": list(backends),
-    }
-    selectable = {**axes, "downstream": [g.name for g in downstream], "python": list(python)}
+    return torch, torchao
 
-    d = _Reader(path, "run.default_cell", run.get("default_cell", dict), axes)
+
+def _default_cell(
+    path: Path, run: _Reader, axes: Mapping[str, list[str]]
+) -> tuple[_Reader, tuple[str, str, str]]:
+    d = _Reader(path, "run.default_cell", run.get("default_cell", dict), tuple(axes))
     for axis, known in axes.items():
         value = d.get(axis, str)
         if value not in known:
             raise d.fail(axis, f"unknown {axis} value; known: {known}", value)
-    default_cell = (d.table["torch"], d.table["torchao"], d.table["backend"])
+    return d, (d.table["torch"], d.table["torchao"], d.table["backend"])
 
-    exclusions = []
-    pairs = [(t, a) for t in torch for a in torchao if paired(t, a)]
+
+def _exclusions(
+    path: Path,
+    doc: dict[str, Any],
+    selectable: Mapping[str, list[str]],
+    pairs: list[tuple[Version_, Version_]],
+    groups: list[str | None],
+) -> tuple[Exclusion, ...]:
+    """``[[exclude]]``: each entry must match a cell."""
+    out = []
     for i, entry in enumerate(doc.get("exclude", [])):
         r = _Reader(path, f"exclude[{i}]", entry, (*selectable, "reason"))
         where = _selector(r, selectable)
-        groups = [None, *(g.name for g in downstream)]
         if not any(
             where.matches(t.label, a.label, b, g)
             for t, a in pairs
-            for b in backends
+            for b in selectable["backend"]
             for g in groups
         ):
             raise MatrixSpecError(
@@ -830,9 +858,16 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
                 "matches no cell (is a torch / TorchAO pair misnamed?)",
                 entry,
             )
-        exclusions.append(Exclusion(where, _reason(r)))
+        out.append(Exclusion(where, _reason(r)))
+    return tuple(out)
 
-    xfails = []
+
+def _xfails(
+    path: Path, doc: dict[str, Any], selectable: Mapping[str, list[str]], downstream_tests: str
+) -> tuple[ExpectedFailure, ...]:
+    """``[[xfail]]``: node-id patterns under tests/, downstream ones only for downstream groups."""
+    out = []
+    home = downstream_tests.rstrip("/") + "/"
     for i, entry in enumerate(doc.get("xfail", [])):
         r = _Reader(path, f"xfail[{i}]", entry, (*selectable, "tests", "reason", "strict"))
         tests = r.strings("tests")
@@ -841,7 +876,6 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
                 "tests", "must list pytest node-id patterns starting with 'tests/'", list(tests)
             )
         where = _selector(r, selectable)
-        home = downstream_tests.rstrip("/") + "/"
         for j, pattern in enumerate(tests):
             if pattern.startswith(home) != bool(where.downstream):
                 raise r.fail(
@@ -850,37 +884,47 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
                     "it names downstream groups",
                     pattern,
                 )
-        xfails.append(
-            ExpectedFailure(
-                tests,
-                where,
-                _reason(r),
-                r.get("strict", bool, True),
-                f"xfail[{i}]",
-            )
+        out.append(
+            ExpectedFailure(tests, where, _reason(r), r.get("strict", bool, True), f"xfail[{i}]")
         )
+    return tuple(out)
 
+
+def load(path: Path | str = DEFAULT_PATH) -> Matrix:
+    """Read and validate matrix.toml; raise :class:`MatrixSpecError` on the first fault."""
+    path = Path(path)
+    doc = read(path, MatrixSpecError)
+    _Reader(
+        path, "", doc, ("run", "torch", "torchao", "backends", "downstream", "exclude", "xfail")
+    )
+    run = _Reader(path, "run", doc.get("run"), RUN_KEYS)
+    python, published = _run_python(path, run)
+    files, policy = _run_files(run), _run_policy(run)
+    torch, torchao = _axes(path, doc, published, python[0])
+    backends = _backends(path, doc)
+    downstream = _downstream(path, doc, torch)
+    axes = {
+        "torch": [v.label for v in torch],
+        "torchao": [v.label for v in torchao],
+        "backend": list(backends),
+    }
+    selectable = {**axes, "downstream": [g.name for g in downstream], "python": list(python)}
+    d, default_cell = _default_cell(path, run, axes)
+    pairs = [(t, a) for t in torch for a in torchao if paired(t, a)]
+    groups: list[str | None] = [None, *(g.name for g in downstream)]
     matrix = Matrix(
-        path,
-        python,
-        timeout,
-        default_cell,
-        test_requirements,
-        torch,
-        torchao,
-        backends,
-        tuple(exclusions),
-        tuple(xfails),
-        reruns,
-        peer_requirements,
-        peer_tiers,
-        downstream,
-        downstream_tests,
-        carry,
-        published,
-        downstream_requirements,
-        peer_suites,
-        tuple(prerelease),
+        path=path,
+        python=python,
+        default_cell=default_cell,
+        torch=torch,
+        torchao=torchao,
+        backends=backends,
+        exclusions=_exclusions(path, doc, selectable, pairs, groups),
+        xfails=_xfails(path, doc, selectable, files["downstream_tests"]),
+        downstream=downstream,
+        published=published,
+        **files,
+        **policy,
     )
     if matrix.find_cell(*default_cell) is None:
         raise d.fail("torch", "names an excluded cell", default_cell)

@@ -91,6 +91,7 @@ def fuzz(
     copy: Path,
     mutant_dir: Path,
     module: str,
+    *,
     examples: int,
     seed: int,
     env: Mapping[str, str],
@@ -160,7 +161,9 @@ def audit_cell(
 
     def one(item: tuple[str, Equivalent, dict[str, Any], Path]) -> dict[str, Any]:
         role, entry, mutant, folder = item
-        got = fuzz(python, copy, folder, entry.module, settings.examples, seed, env)
+        got = fuzz(
+            python, copy, folder, entry.module, examples=settings.examples, seed=seed, env=env
+        )
         row = {
             "role": role,
             "id": mutant["id"],

@@ -123,7 +123,15 @@ def load(path: Path = PLAN, matrix: spec.Matrix | None = None) -> Plan:
     audit = (
         _audit(_Table(path, "audit", doc.table["audit"], _AUDIT)) if "audit" in doc.table else None
     )
-    return Plan(path, float(goal), goal_modules, tests, cells, tuple(equivalents), audit)
+    return Plan(
+        path,
+        goal=float(goal),
+        goal_modules=goal_modules,
+        tests=tests,
+        cells=cells,
+        equivalents=tuple(equivalents),
+        audit=audit,
+    )
 
 
 _FIELDS = ("module", "function", "line", "before", "after", "why", "cells")
@@ -141,7 +149,7 @@ def _equivalent(t: Table, cells: Mapping[str, Any]) -> Equivalent:
     unknown = [c for c in only if c not in cells]
     if unknown:
         raise t.fail("cells", "names a cell the plan does not list", unknown[0])
-    return Equivalent(module, function, line, before, after, why, only)
+    return Equivalent(module, function, line, before=before, after=after, why=why, cells=only)
 
 
 def _audit(t: Table) -> Audit:

@@ -294,6 +294,46 @@ def run_env() -> dict[str, str]:
     return env
 
 
+def _prepare_copy(plan: Plan, cell: str, root: Path) -> tuple[Path, list[str]]:
+    """A copy of HEAD for the cell, configured for mutmut over the cell's modules."""
+    copy = WORK / cell
+    make_copy(root, copy)
+    modules = plan.modules(cell, copy)
+    if not modules:
+        raise Refused(f"{plan.path}: the globs {list(plan.cells[cell])} of {cell} match no file")
+    with (copy / "pyproject.toml").open("a", encoding="utf-8") as fh:
+        fh.write(mutmut_config(plan, modules, copy))
+    (copy / "killers").mkdir()
+    return copy, modules
+
+
+def _resurvey(
+    base: Mapping[str, Any], catalog: list[dict[str, Any]], result: CellRun
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """A resurvey's choice: the mutants to run again, and the detected ones carried from
+    ``base``; says so in the result's mode."""
+    carried = carry(base, catalog)
+    done = {m["id"] for m in carried}
+    chosen = sorted(m["id"] for m in catalog if m["id"] not in done)
+    functions = sum(len(f) if f is not None else 1 for f in base["changed"].values())
+    changed = (
+        f" ({functions} changed function(s) or module(s) of compat/ since)"
+        if base["changed"]
+        else ""
+    )
+    result.mode = (
+        f"resurvey of the full run at {base['commit'][:12]}: its {len(carried)} detected "
+        f"mutants carried, the {len(chosen)} others run again{changed}"
+    )
+    result.base = {
+        "commit": base["commit"],
+        "seconds": base["seconds"],
+        "carried": len(carried),
+        "run_again": len(chosen),
+    }
+    return chosen, carried
+
+
 def run_mutants(
     plan: Plan,
     cell: str,
@@ -308,17 +348,9 @@ def run_mutants(
     stop: Stop,
     base: Mapping[str, Any] | None = None,
 ) -> CellRun:
-    copy = WORK / cell
-    make_copy(root, copy)
-    modules = plan.modules(cell, copy)
-    if not modules:
-        raise Refused(f"{plan.path}: the globs {list(plan.cells[cell])} of {cell} match no file")
-    with (copy / "pyproject.toml").open("a", encoding="utf-8") as fh:
-        fh.write(mutmut_config(plan, modules, copy))
-    log = copy / "mutation.log"
+    copy, modules = _prepare_copy(plan, cell, root)
+    log, killers = copy / "mutation.log", copy / "killers"
     env = run_env()
-    killers = copy / "killers"
-    killers.mkdir()
     env["COMPAT_MUTATION_KILLERS"] = str(killers)
     mode = (
         "full"
@@ -341,56 +373,20 @@ def run_mutants(
         return ran
 
     start = time.monotonic()
-    step(
-        "catalog",
-        [str(python), "-m", "harness.mutation.tool", "catalog", "--out", "catalog.json", *modules],
-    )
+    tool = [str(python), "-m", "harness.mutation.tool"]
+    step("catalog", [*tool, "catalog", "--out", "catalog.json", *modules])
     catalog = json.loads((copy / "catalog.json").read_text(encoding="utf-8"))
     carried: list[dict[str, Any]] = []
     if base is None:
         chosen = select(catalog, changed, sample, seed)
     else:
-        carried = carry(base, catalog)
-        done = {m["id"] for m in carried}
-        chosen = sorted(m["id"] for m in catalog if m["id"] not in done)
-        functions = sum(len(f) if f is not None else 1 for f in base["changed"].values())
-        result.mode = (
-            f"resurvey of the full run at {base['commit'][:12]}: its {len(carried)} detected "
-            f"mutants carried, the {len(chosen)} others run again"
-            + (
-                f" ({functions} changed function(s) or module(s) of compat/ since)"
-                if base["changed"]
-                else ""
-            )
-        )
-        result.base = {
-            "commit": base["commit"],
-            "seconds": base["seconds"],
-            "carried": len(carried),
-            "run_again": len(chosen),
-        }
+        chosen, carried = _resurvey(base, catalog, result)
     if chosen:
         names = [] if changed is None and base is None else chosen
-        step(
-            "mutmut",
-            [str(python), "-m", TOOL, "run", "--max-children", str(jobs), *names],
-            Progress(cell),
-        )
-        step(
-            "collect",
-            [
-                str(python),
-                "-m",
-                "harness.mutation.tool",
-                "collect",
-                "--catalog",
-                "catalog.json",
-                "--killers",
-                str(killers),
-                "--out",
-                "results.json",
-            ],
-        )
+        mutmut = [str(python), "-m", TOOL, "run", "--max-children", str(jobs), *names]
+        step("mutmut", mutmut, Progress(cell))
+        collect = ["collect", "--catalog", "catalog.json", "--killers", str(killers)]
+        step("collect", [*tool, *collect, "--out", "results.json"])
         wanted = set(chosen)
         collected = json.loads((copy / "results.json").read_text(encoding="utf-8"))
         result.mutants = [m for m in collected if m["id"] in wanted]
@@ -439,74 +435,99 @@ def installed_in(python: Path) -> dict[str, str | None]:
     return dict(json.loads(out.stdout)["installed"])
 
 
-def run(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s mutation --")
-    parser.add_argument(
-        "--cell", action="append", help="a cell of mutation.toml (default: every one)"
-    )
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nox -s mutation --")
+    p.add_argument("--cell", action="append", help="a cell of mutation.toml (default: every one)")
+    p.add_argument(
         "--since", help="only mutants in lines changed since the merge base with this ref"
     )
-    parser.add_argument(
+    p.add_argument(
         "--sample",
         type=int,
         default=0,
         help="with --since: also this many others, a fixed seeded sample",
     )
-    parser.add_argument("--seed", type=int, help="the sample's seed (0), the audit's (the plan's)")
-    parser.add_argument(
+    p.add_argument("--seed", type=int, help="the sample's seed (0), the audit's (the plan's)")
+    p.add_argument(
         "--resurvey",
         type=Path,
         help="a full run's report of an ancestor: carry its detected mutants of unchanged "
         "functions, run the others again (new test files only)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="mutants tested side by side"
     )
-    parser.add_argument(
+    p.add_argument(
         "--python",
         type=Path,
         help="an existing venv's interpreter (one --cell), instead of building one",
     )
-    parser.add_argument("--envdir", type=Path, default=paths.ROOT / ".nox")
-    parser.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
-    parser.add_argument(
+    p.add_argument("--envdir", type=Path, default=paths.ROOT / ".nox")
+    p.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
+    p.add_argument(
         "--plan", type=Path, default=PLAN, help="the mutation plan (default: mutation.toml)"
     )
-    parser.add_argument(
+    p.add_argument(
         "--root", type=Path, default=paths.ROOT, help="the git work tree whose HEAD is tested"
     )
-    parser.add_argument(
+    p.add_argument(
         "--audit",
         type=int,
         metavar="N",
         help="no mutation run: fuzz N drawn equivalents and the control against the original "
         "(harness/mutation/audit.py; --seed overrides the plan's)",
     )
-    args = parser.parse_args(list(argv))
+    return p
+
+
+def _cells_asked(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """The cells to run, the options checked against each other (Refused naming the clash)."""
+    cells: list[str] = args.cell or list(plan.cells)
+    bad = [c for c in cells if c not in plan.cells]
+    if bad:
+        raise Refused(
+            f"unsupported cell {bad[0]!r}: mutation.toml mutates in {', '.join(plan.cells)} only"
+        )
+    if args.python and len(cells) != 1:
+        raise Refused("--python is one cell's interpreter: give exactly one --cell with it")
+    if args.sample and not args.since:
+        raise Refused("--sample adds to --since's mutants; give --since REF too")
+    if args.resurvey and args.since:
+        raise Refused("--resurvey judges every mutant and --since only some: give one")
+    if args.audit is not None:
+        if args.since or args.resurvey:
+            raise Refused("--audit runs no mutation run: not with --since or --resurvey")
+        if len(cells) != 1 and args.cell:
+            raise Refused("--audit audits one cell: give at most one --cell with it")
+        cells = cells[:1]  # without --cell: the plan's first cell
+    return cells
+
+
+def _cell_python(
+    matrix: spec.Matrix, cell_id: str, args: argparse.Namespace, pin: str
+) -> tuple[Path, dict[str, str | None]]:
+    """The cell's interpreter (given, or a venv built with the cell's pins) and what it has,
+    refused unless it holds the cell's torch, TorchAO and the tool's pin."""
+    cell = next(c for c in matrix.cells(tiers=spec.TIERS, backend="cpu") if c.id == cell_id)
+    if args.python:
+        python = args.python
+    else:
+        from harness.matrix.interpreters import uv_bin
+
+        python = ensure_cell_venv(cell, matrix, args.envdir, uv_bin())
+    installed = installed_in(python)
+    want = {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin}
+    check_installed(installed, want, python)
+    return python, installed
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
     stop = Stop()
     try:
         matrix = spec.load()
         plan = load(args.plan, matrix)
-        cells = args.cell or list(plan.cells)
-        bad = [c for c in cells if c not in plan.cells]
-        if bad:
-            raise Refused(
-                f"unsupported cell {bad[0]!r}: mutation.toml mutates in "
-                f"{', '.join(plan.cells)} only"
-            )
-        if args.python and len(cells) != 1:
-            raise Refused("--python is one cell's interpreter: give exactly one --cell with it")
-        if args.sample and not args.since:
-            raise Refused("--sample adds to --since's mutants; give --since REF too")
-        if args.resurvey and args.since:
-            raise Refused("--resurvey judges every mutant and --since only some: give one")
-        if args.audit is not None:
-            if args.since or args.resurvey:
-                raise Refused("--audit runs no mutation run: not with --since or --resurvey")
-            if len(cells) != 1 and args.cell:
-                raise Refused("--audit audits one cell: give at most one --cell with it")
-            cells = cells[:1]  # without --cell: the plan's first cell
+        cells = _cells_asked(plan, args)
         commit = check_clean(args.root)
         changed = changed_lines(args.root, args.since) if args.since else None
         if changed == {} and not args.sample:
@@ -517,21 +538,7 @@ def run(argv: Sequence[str]) -> int:
         runs = []
         with stop.on_signals():
             for cell_id in cells:
-                cell = next(
-                    c for c in matrix.cells(tiers=spec.TIERS, backend="cpu") if c.id == cell_id
-                )
-                if args.python:
-                    python = args.python
-                else:
-                    from harness.matrix.interpreters import uv_bin
-
-                    python = ensure_cell_venv(cell, matrix, args.envdir, uv_bin())
-                installed = installed_in(python)
-                check_installed(
-                    installed,
-                    {"torch": cell.torch.pin, "torchao": cell.torchao.pin, TOOL: pin},
-                    python,
-                )
+                python, installed = _cell_python(matrix, cell_id, args, pin)
                 if args.audit is not None:
                     return audit(plan, cell_id, python, args)
                 base = bases.get(cell_id)
@@ -594,13 +601,15 @@ def audit(plan: Plan, cell: str, python: Path, args: argparse.Namespace) -> int:
 
 def score(argv: Sequence[str]) -> int:
     """Re-classify a report's mutants with the current mutation.toml and print the table."""
-    parser = argparse.ArgumentParser(prog="python -m harness.mutation.runner score")
-    parser.add_argument(
+    score_parser = argparse.ArgumentParser(prog="python -m harness.mutation.runner score")
+    score_parser.add_argument(
         "--from", dest="source", type=Path, default=paths.DEFAULT_REPORTS / REPORT_NAME
     )
-    parser.add_argument("--write", action="store_true", help="write the re-scored report back")
-    parser.add_argument("--plan", type=Path, default=PLAN)
-    args = parser.parse_args(list(argv))
+    score_parser.add_argument(
+        "--write", action="store_true", help="write the re-scored report back"
+    )
+    score_parser.add_argument("--plan", type=Path, default=PLAN)
+    args = score_parser.parse_args(list(argv))
     plan = load(args.plan)
     old = json.loads(args.source.read_text(encoding="utf-8"))
     runs = []
@@ -612,9 +621,9 @@ def score(argv: Sequence[str]) -> int:
                 info["modules"],
                 info["installed"],
                 info["mode"],
-                mine,
-                info["seconds"],
-                info.get("base"),  # a resurvey keeps naming the full run it builds on
+                mutants=mine,
+                seconds=info["seconds"],
+                base=info.get("base"),  # a resurvey keeps naming the full run it builds on
             )
         )
     report, problems = build_report(plan, runs, commit=old["commit"], jobs=old["machine"]["jobs"])

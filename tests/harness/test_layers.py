@@ -144,3 +144,85 @@ def test_every_refusal_of_the_harness_is_one_class() -> None:
                 defined.append(obj)
                 assert issubclass(obj, Refused), f"{module.__name__}.{name}"
     assert len(defined) >= 8  # spec, wheels, releases, installed, history, trigger, status, gha
+
+
+# --- the harness held to compat's sizes ----------------------------------------------------------
+
+HARNESS_SOURCES = [*sorted((ROOT / "harness").rglob("*.py")), ROOT / "noxfile.py"]
+MAX_POSITIONAL = 6  # more positional arguments than this: name them
+
+
+def big_units(path: Path) -> list[str]:
+    limit = {"class": MAX_CLASS, "function": MAX_FUNCTION}
+    return [f"{kind} {name}: {n} lines" for kind, name, n in sizes(path) if n > limit[kind]]
+
+
+@pytest.mark.parametrize("path", HARNESS_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_harness_units_stay_small(path: Path) -> None:
+    assert big_units(path) == []
+
+
+def fixed_arity_names(paths: list[Path]) -> set[str]:
+    """Names of the harness's own functions and classes that take no ``*args``: a long
+    positional call to one of them is a call whose meaning hangs on the order."""
+    fixed: set[str] = set()
+    varargs: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                fixed.add(node.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                (varargs if node.args.vararg else fixed).add(node.name)
+    return fixed - varargs
+
+
+def harness_modules_bound(tree: ast.Module) -> set[str]:
+    """The names a file binds to harness modules (``from harness.cells import run as r``)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness"):
+            bound.update(a.asname or a.name for a in node.names)
+    return bound
+
+
+def wide_calls(paths: list[Path]) -> list[str]:
+    """Each call to a fixed-arity harness function or class (by name, or through a harness
+    module the file imports) with more than MAX_POSITIONAL positional arguments, as
+    ``file:line name(N)``; a call of another library's method (``session.run``) is not one."""
+    names = fixed_arity_names(paths)
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = harness_modules_bound(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or len(node.args) <= MAX_POSITIONAL:
+                continue
+            func, name = node.func, ""
+            if isinstance(func, ast.Name):
+                name = func.id
+            elif isinstance(func, ast.Attribute) and getattr(func.value, "id", "") in modules:
+                name = func.attr
+            if name in names and not any(isinstance(a, ast.Starred) for a in node.args):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}({len(node.args)})")
+    return found
+
+
+def test_harness_calls_name_their_arguments() -> None:
+    assert wide_calls(HARNESS_SOURCES) == []
+
+
+def test_the_size_checks_see_a_long_function_and_a_wide_call(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION))
+    src = tmp_path / "big.py"
+    src.write_text(
+        f"def big():\n{body}\n\ndef seven(a, b, c, d, e, f, g):\n    pass\n\n"
+        "def many(*args):\n    pass\n\nseven(1, 2, 3, 4, 5, 6, 7)\nmany(1, 2, 3, 4, 5, 6, 7)\n"
+        "seven(1, 2, 3, 4, 5, 6, g=7)\n"
+    )
+    assert big_units(src) == [f"function big: {MAX_FUNCTION + 1} lines"]
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert wide_calls([src]) == ["big.py:" + str(len(body.splitlines()) + 10) + " seven(7)"]
+    finally:
+        ROOT = saved

@@ -170,8 +170,7 @@ def test_an_unsupported_cell_is_refused() -> None:
     assert done.returncode == mutation.REFUSED
     assert (
         "unsupported cell 'torch2.5-ao0.7-cpu': mutation.toml mutates in torch2.6-ao0.8-cpu, "
-        "torch2.3-ao0.6-cpu, torch2.15-ao0.18-cpu only"
-        in done.stderr
+        "torch2.3-ao0.6-cpu, torch2.15-ao0.18-cpu only" in done.stderr
     )
 
 

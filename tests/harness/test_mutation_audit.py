@@ -154,7 +154,7 @@ def test_the_fuzz_catches_the_control_and_nothing_between_equal_copies(tmp_path:
     for name, examples in (("ctrl", 120), ("same", 12)):
         env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
         verdicts[name] = mutation_audit.fuzz(
-            python, ROOT, tmp_path / name, control.module, examples, 0, env
+            python, ROOT, tmp_path / name, control.module, examples=examples, seed=0, env=env
         )
     assert verdicts["same"]["verdict"] == "same", verdicts["same"]
     assert verdicts["ctrl"]["verdict"] == "differs", verdicts["ctrl"]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from harness.bisect import nightly
 from harness.bisect.bisection import Target
+from harness.ci import nightly_bisect as nightly
 from harness.ci import nightly_issue
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.paths import ROOT

@@ -1,7 +1,7 @@
 """The nightly's bisect step: a cell that turned red on a release newer than every pin, bisected
 the night it appears.
 
-    python -m harness.bisect.nightly --matrix-json nightly/matrix.json \\
+    python -m harness.ci.nightly_bisect --matrix-json nightly/matrix.json \\
         [--matrix-json prerelease/matrix.json] [--backend cpu] [--max-tests 5] [--max-jobs 4]
 
 For each cell of the night's reports that resolves versions at install time (a ``latest`` pin or
@@ -232,7 +232,7 @@ def write(findings: list[dict[str, Any]], notes: list[dict[str, str]], reports: 
 
 
 def main(argv: Sequence[str] | None = None, *, echo: TextIO = sys.stdout) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.bisect.nightly", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m harness.ci.nightly_bisect", description=__doc__)
     p.add_argument("--matrix-json", type=Path, action="append", required=True)
     p.add_argument("--backend", action="append", help="backends this runner has (default: cpu)")
     p.add_argument("--max-tests", type=int, default=5, help="failing tests bisected per cell")
