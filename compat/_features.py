@@ -1,4 +1,10 @@
-"""Every torch capability probe the library relies on, in one place.
+"""Every torch capability probe the library branches on, in one place.
+
+A probe is a ``hasattr`` / ``getattr`` on torch, or a version gate where torch offers nothing to
+detect. Private torch operations the library calls on every supported version without probing
+(``torch._neg_view``, ``torch._empty_affine_quantized``, ``Tensor._is_zerotensor``,
+``torch._mkldnn``) live in the modules that read or rebuild those tensors (``_value_bits``,
+``_storage``), since there is no branch to take on them.
 
 Each probe is evaluated once, at import, unless it reads state that can change at runtime
 (then it is a function). Each carries a one-line note saying which torch release made the
@@ -24,6 +30,7 @@ __all__ = [
     "MPS_BUILT",
     "MPS_HAS_DEVICE_COUNT",
     "SUB_BYTE_BITS",
+    "TENSOR_MOVE_METHODS",
     "XPU_BUILT",
     "is_opaque_flatten_member",
     "neg_view",
@@ -47,6 +54,14 @@ MPS_BUILT: bool = bool(torch.backends.mps.is_built())
 
 # torch.mps.device_count() arrived in 2.4; on 2.3 an available MPS backend means exactly one device.
 MPS_HAS_DEVICE_COUNT: bool = hasattr(torch.mps, "device_count")
+
+# The Tensor methods that move a tensor to a device: Tensor.to, and the per-backend shortcuts that
+# Module.cuda() / .cpu() / .xpu() call, those this torch build has (Tensor.mps is not on every
+# build; hpu only where a plugin adds it). compat.meta keeps moves of meta tensors on meta
+# through exactly these.
+TENSOR_MOVE_METHODS: tuple[str, ...] = tuple(
+    name for name in ("to", "cpu", "cuda", "xpu", "mps", "hpu") if hasattr(torch.Tensor, name)
+)
 
 
 # --- runtime state -----------------------------------------------------------------------------

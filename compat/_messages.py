@@ -7,11 +7,12 @@ out), and a non-module argument gets the same TypeError from every function that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from torch import nn
 
-__all__ = ["check_module", "show", "type_name"]
+__all__ = ["check_module", "names", "show", "type_name"]
 
 # A longer repr is cut (with "..."), so a huge tensor or string cannot flood a message.
 _MAX_REPR: Final = 80
@@ -34,6 +35,12 @@ def show(value: object) -> str:
     if len(text) > _MAX_REPR:
         text = text[: _MAX_REPR - 3] + "..."
     return f"{text} ({type_name(value)})"
+
+
+def names(found: Sequence[str], limit: int = 8) -> str:
+    """The first ``limit`` names, each as its ``repr``, then "and N more" for the rest."""
+    shown = ", ".join(repr(n) for n in found[:limit])
+    return shown + (f" and {len(found) - limit} more" if len(found) > limit else "")
 
 
 def check_module(module: object, argument: str = "module") -> None:

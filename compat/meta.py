@@ -26,8 +26,10 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_impl
 
+from compat import _features
 from compat import params as _params
 from compat._messages import check_module, type_name
+from compat._messages import names as listed
 from compat.device import DeviceLike, default_device, normalize_device
 
 __all__ = ["init_on_device", "is_meta_module", "materialize", "meta_init_active", "module_devices"]
@@ -66,12 +68,6 @@ def is_meta_module(module: nn.Module) -> bool:
 # Devices of the init_on_device blocks now open, innermost last. Process-wide, like the
 # registration hooks they install.
 _ACTIVE: list[torch.device] = []
-
-# The Tensor methods that move a tensor to a device: Tensor.to, and the per-backend shortcuts that
-# Module.cuda() / .cpu() / .xpu() call (those that this torch build has).
-_MOVE_METHODS: tuple[str, ...] = tuple(
-    name for name in ("to", "cpu", "cuda", "xpu", "mps", "hpu") if hasattr(torch.Tensor, name)
-)
 
 
 def _to_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +140,7 @@ class _KeepMeta:
     def __enter__(self) -> None:
         with self._lock:
             if _KeepMeta._depth == 0:
-                for name in _MOVE_METHODS:
+                for name in _features.TENSOR_MOVE_METHODS:
                     own = torch.Tensor.__dict__.get(name)
                     _KeepMeta._saved[name] = own
                     setattr(torch.Tensor, name, _meta_keeping(name, getattr(torch.Tensor, name)))
@@ -292,11 +288,6 @@ _UNINITIALISED_ACCEPTED: Final = (
 )
 
 
-def _listing(names: list[str], limit: int = 8) -> str:
-    shown = ", ".join(repr(n) for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def _scratch(tensor: torch.Tensor, kind: _params.Kind) -> torch.Tensor:
     """A meta stand-in with the same shape and dtype, so an initialiser cannot overwrite it."""
     empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
@@ -327,7 +318,7 @@ def _run_initialiser(owner: nn.Module, assigned: list[_Group]) -> None:
     except Exception as exc:
         raise RuntimeError(
             f"{type(owner).__name__}.reset_parameters() failed while materializing "
-            f"{_listing([n for g in assigned for n in g.names])}: {type(exc).__name__}: {exc}"
+            f"{listed([n for g in assigned for n in g.names])}: {type(exc).__name__}: {exc}"
         ) from exc
     finally:
         for registry, key, tensor in reversed(protected):
@@ -482,7 +473,7 @@ def _plan(module: nn.Module, values: dict[str, torch.Tensor], strict: bool) -> l
     if strict and unexpected:
         raise ValueError(
             f"state_dict has keys that name no parameter or buffer of {type(module).__name__}: "
-            f"{_listing(unexpected)}; accepted: names such as {_listing(sorted(known), 4)} (or "
+            f"{listed(unexpected)}; accepted: names such as {listed(sorted(known), 4)} (or "
             "pass strict=False to ignore them)"
         )
     steps: list[_Step] = []
@@ -515,7 +506,7 @@ def _plan(module: nn.Module, values: dict[str, torch.Tensor], strict: bool) -> l
             steps.append(_Init(g, owner))
     if strict and uninitialisable:
         raise ValueError(
-            f"materialize cannot initialise {_listing(uninitialisable)}: they are on meta, absent "
+            f"materialize cannot initialise {listed(uninitialisable)}: they are on meta, absent "
             "from state_dict, and the modules registering them have no reset_parameters(); "
             f"{_UNINITIALISED_ACCEPTED}"
         )

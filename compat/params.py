@@ -34,7 +34,7 @@ from typing import Any, Final, Literal
 import torch
 from torch import nn
 
-from compat import _features
+from compat import _features, _messages
 from compat._messages import check_module, show, type_name
 from compat.device import DeviceLike, normalize_device
 
@@ -77,9 +77,11 @@ def can_require_grad(dtype: torch.dtype) -> bool:
 
 
 def _examples(module: nn.Module, limit: int = 4) -> str:
-    names = [n for n, _ in module.named_parameters()][:limit]
-    names += [n for n, _ in module.named_buffers()][: max(0, limit - len(names))]
-    return ", ".join(repr(n) for n in names) if names else "(this module has none)"
+    """Up to ``limit`` of the module's tensor names, parameters first (for a refusal's "such
+    as ...")."""
+    found = [n for n, _ in module.named_parameters()][:limit]
+    found += [n for n, _ in module.named_buffers()][: max(0, limit - len(found))]
+    return _messages.names(found, limit) if found else "(this module has none)"
 
 
 def check_value(name: str, kind: Kind, old: torch.Tensor, value: object) -> None:

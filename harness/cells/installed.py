@@ -51,7 +51,7 @@ from harness.matrix import paths, spec
 from harness.matrix.backends import is_absence
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Echo, Stop
-from harness.matrix.spec import ABSENT, Backend, Cell, ExpectedFailure, Matrix, Version_
+from harness.matrix.spec import ABSENT, AxisVersion, Backend, Cell, ExpectedFailure, Matrix
 
 TIER = "installed"  # the tier field of an installed cell's record (not a matrix.toml tier)
 UNLISTED = "<unlisted>"  # matched against expectations for a version matrix.toml lacks
@@ -163,7 +163,7 @@ class Axis:
         return self.label if self.listed else UNLISTED
 
 
-def axis(dist: str, version: str | None, versions: Sequence[Version_]) -> Axis:
+def axis(dist: str, version: str | None, versions: Sequence[AxisVersion]) -> Axis:
     """A version is listed when it is a final release (a local part such as ``+cu130`` and
     post-releases allowed) whose MAJOR.MINOR is one of matrix.toml's labels for ``dist``."""
     if version is None:
@@ -307,8 +307,8 @@ class Detection:
         self, matrix: Matrix, backend: Backend, *, gpu_visible: bool, timeout_s: int
     ) -> InstalledCell:
         py = ".".join(self.found.python.split(".")[:2])
-        t = Version_(self.torch.label, self.torch.version or "")
-        a = Version_(self.torchao.label, self.torchao.version or "")
+        t = AxisVersion(self.torch.label, self.torch.version or "")
+        a = AxisVersion(self.torchao.label, self.torchao.version or "")
         return InstalledCell(py, t, a, backend, timeout_s, gpu_visible=gpu_visible)
 
     def said(self) -> list[str]:

@@ -48,7 +48,7 @@ class MatrixSpecError(TomlError):
 
 
 @dataclass(frozen=True)
-class Version_:
+class AxisVersion:
     """One value of the torch or TorchAO axis."""
 
     label: str  # "2.5": the axis label used in cell ids
@@ -172,8 +172,8 @@ class Cell:
     """One (python, torch, TorchAO, backend) combination."""
 
     python: str
-    torch: Version_
-    torchao: Version_
+    torch: AxisVersion
+    torchao: AxisVersion
     backend: Backend
     timeout_s: int
     named_python: bool = False  # not the default Python: the id names it
@@ -228,8 +228,8 @@ class Matrix:
     cell_timeout_s: int
     default_cell: tuple[str, str, str]
     test_requirements: tuple[str, ...]
-    torch: tuple[Version_, ...]
-    torchao: tuple[Version_, ...]
+    torch: tuple[AxisVersion, ...]
+    torchao: tuple[AxisVersion, ...]
     backends: Mapping[str, Backend]
     exclusions: tuple[Exclusion, ...] = ()
     xfails: tuple[ExpectedFailure, ...] = field(default=())
@@ -252,7 +252,7 @@ class Matrix:
     def default_python(self) -> str:
         return self.python[0]
 
-    def ships(self, python: str, torch: Version_, torchao: Version_) -> bool:
+    def ships(self, python: str, torch: AxisVersion, torchao: AxisVersion) -> bool:
         """Whether both releases were published for ``python`` (wheels.toml)."""
         if self.published is None:
             return True
@@ -289,7 +289,7 @@ class Matrix:
                     )
         return out
 
-    def corners(self, torch: Version_) -> dict[str, Version_]:
+    def corners(self, torch: AxisVersion) -> dict[str, AxisVersion]:
         """A torch's corner cells: its oldest and newest published Python other than the default
         one, each with the newest TorchAO of the torch's tier published for it."""
         pythons = [
@@ -297,7 +297,7 @@ class Matrix:
             for py in sorted(self.python, key=lambda p: int(p.split(".")[1]))
             if any(paired(torch, a) and self.ships(py, torch, a) for a in self.torchao)
         ]
-        out: dict[str, Version_] = {}
+        out: dict[str, AxisVersion] = {}
         for py in {pythons[0], pythons[-1]} if pythons else ():
             if py == self.default_python:
                 continue
@@ -471,7 +471,7 @@ def label_key(label: str) -> tuple[int, Version]:
     return (1, Version("0")) if label == LATEST else (0, Version(label))
 
 
-def paired(torch: Version_, torchao: Version_) -> bool:
+def paired(torch: AxisVersion, torchao: AxisVersion) -> bool:
     """Whether a torch and a TorchAO version make a cell: a TorchAO entry's ``torch`` list when
     it has one (TorchAO's own compatibility table), else every torch of the same tier."""
     return torch.label in torchao.pairs if torchao.pairs else torch.tier == torchao.tier
@@ -496,7 +496,7 @@ def _requirements(r: _Reader, key: str) -> tuple[str, ...]:
     return extra
 
 
-def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...]:
+def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[AxisVersion, ...]:
     entries = doc.get(axis)
     if not isinstance(entries, list) or not entries:
         raise MatrixSpecError(path, axis, "must be a non-empty array of tables", entries)
@@ -533,7 +533,7 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
         if label == LATEST:
             if tier != "extended":
                 raise r.fail("tier", f"a {LATEST!r} entry must be in the extended tier", tier)
-            out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs))
+            out.append(AxisVersion(label, pin, _requirements(r, "extra"), tier, pairs))
             continue
         torchvision = r.get("torchvision", str, "")
         if torchvision and not _exact(torchvision):
@@ -546,7 +546,7 @@ def _versions(path: Path, doc: dict[str, Any], axis: str) -> tuple[Version_, ...
             raise r.fail("pin", "must be an exact release MAJOR.MINOR.PATCH", pin)
         if f"{parsed.major}.{parsed.minor}" != label:
             raise r.fail("pin", f"does not belong to version {label!r}", pin)
-        out.append(Version_(label, pin, _requirements(r, "extra"), tier, pairs, torchvision))
+        out.append(AxisVersion(label, pin, _requirements(r, "extra"), tier, pairs, torchvision))
     return tuple(out)
 
 
@@ -560,7 +560,7 @@ def _exact(pin: str) -> bool:
 
 
 def _downstream(
-    path: Path, doc: dict[str, Any], torch: tuple[Version_, ...]
+    path: Path, doc: dict[str, Any], torch: tuple[AxisVersion, ...]
 ) -> tuple[Downstream, ...]:
     """The ``[[downstream]]`` groups: each pins its libraries exactly and names core or extended
     torch versions that have a torchvision; a torch belongs to one group at most."""
@@ -794,7 +794,7 @@ def _run_policy(run: _Reader) -> dict[str, Any]:
 
 def _axes(
     path: Path, doc: dict[str, Any], published: wheels.Published | None, default_python: str
-) -> tuple[tuple[Version_, ...], tuple[Version_, ...]]:
+) -> tuple[tuple[AxisVersion, ...], tuple[AxisVersion, ...]]:
     """The torch and TorchAO axes, each pin known to wheels.toml and every torch paired."""
     torch = _versions(path, doc, "torch")
     torchao = _versions(path, doc, "torchao")
@@ -838,7 +838,7 @@ def _exclusions(
     path: Path,
     doc: dict[str, Any],
     selectable: Mapping[str, list[str]],
-    pairs: list[tuple[Version_, Version_]],
+    pairs: list[tuple[AxisVersion, AxisVersion]],
     groups: list[str | None],
 ) -> tuple[Exclusion, ...]:
     """``[[exclude]]``: each entry must match a cell."""

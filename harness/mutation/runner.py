@@ -50,9 +50,9 @@ from typing import Any, Final
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Ran, Stop, git, run_logged
-from harness.mutation.carry import carry, change_beyond_new_tests, changed_functions
 from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
+from harness.mutation.resurvey import carry, change_beyond_new_tests, changed_functions
 
 REQUIREMENTS: Final = paths.ROOT / "requirements" / "mutation.txt"
 WORK: Final = paths.ROOT / ".mutation"  # the copies mutmut works in (ignored by git)
@@ -155,7 +155,7 @@ def ignored_tests(plan: Plan) -> list[str]:
 def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
     """Files under tests/ that changed since ``base`` other than by adding tests, each with what
     changed: an added conftest.py (it changes every test below it), a removed or renamed file,
-    a changed one other than by new tests (:func:`harness.mutation.carry.tests_added_only`).
+    a changed one other than by new tests (:func:`harness.mutation.resurvey.tests_added_only`).
     New test files and new tests only add tests: a mutant they do not kill is still killed by
     the unchanged test that killed it before."""
     out = git(root, "diff", "--name-status", "--no-renames", base, "HEAD", "--", "tests/")
@@ -183,7 +183,7 @@ def load_base(
     path: Path, root: Path, plan: Plan, cells: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
     """Per cell, the full run in the report at ``path`` whose detected verdicts a resurvey may
-    carry, with what changed in compat/ since (``harness.mutation.carry``); Refused unless the
+    carry, with what changed in compat/ since (``harness.mutation.resurvey``); Refused unless the
     report (untrusted input) holds a full run of every cell of an ancestor of HEAD and no test
     file changed since (added ones aside). Then the mutants of every unchanged function are the
     same, and each detected one is still detected by the test that killed it."""

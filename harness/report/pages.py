@@ -163,8 +163,26 @@ def controls(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for backend in _backend_order(c["backend"] for c in cells if c.get("controls")):
         mine = _by_version(c for c in cells if c["backend"] == backend and c.get("controls"))
         names = sorted({name for c in mine for name in c["controls"]})
-        out.append({"backend": backend, "names": names, "cells": [c["id"] for c in mine]})
+        out.append(
+            {
+                "backend": backend,
+                "names": names,
+                "cells": [c["id"] for c in mine],
+                "labels": control_labels(mine),
+            }
+        )
     return out
+
+
+def control_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
+    """Each cell's row label, "torch / TorchAO", with its Python where several cells of the
+    table share the pair (a core torch's Python corners), so that no two rows read alike."""
+    pairs = Counter((c["torch"], c["torchao"]) for c in cells)
+    return {
+        c["id"]: f"{c['torch']} / {c['torchao']}"
+        + (f" · Python {c['python']}" if pairs[(c["torch"], c["torchao"])] > 1 else "")
+        for c in cells
+    }
 
 
 def build(cells: list[dict[str, Any]], want: verdict.Expected) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from harness.bisect import bisection
 from harness.bisect.bisection import NEW, OLD, Refused, Request, Target
 from harness.matrix import releases
 from harness.matrix.interpreters import uv_bin
-from harness.matrix.spec import Backend, Cell, Version_
+from harness.matrix.spec import AxisVersion, Backend, Cell
 from harness.matrix.spec import load as load_matrix
 from tests.harness.throwaway_wheels import outer_site_venv, wheel
 
@@ -88,7 +88,9 @@ def local(index: Path) -> list[str]:
 
 def make_target(venv: Path, index: Path, project: Path, reports: Path) -> Target:
     uv = uv_bin()
-    cell = Cell("3.11", Version_("2.6", "2.6.0"), Version_("0.8", "0.8.0"), Backend("cpu"), 120)
+    cell = Cell(
+        "3.11", AxisVersion("2.6", "2.6.0"), AxisVersion("0.8", "0.8.0"), Backend("cpu"), 120
+    )
     return Target(
         cell,
         venv,

@@ -17,7 +17,7 @@ from harness.cells import group_run
 from harness.cells.cell import CellPlan, run_cell
 from harness.cells.evidence import read_reportlog
 from harness.matrix import backends
-from harness.matrix.spec import Backend, Cell, Version_
+from harness.matrix.spec import AxisVersion, Backend, Cell
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 UV_OUTPUTS = Path(__file__).with_name("fixtures") / "uv-install"  # real uv output (README.md)
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def make_cell(timeout_s: int = 120, backend: Backend | None = None) -> Cell:
     return Cell(
         "3.11",
-        Version_("2.6", "2.6.0"),
-        Version_("0.8", "0.8.0"),
+        AxisVersion("2.6", "2.6.0"),
+        AxisVersion("0.8", "0.8.0"),
         backend or Backend("cpu"),
         timeout_s,
     )

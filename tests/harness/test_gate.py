@@ -24,7 +24,7 @@ from harness.cells.cell import CellPlan, CellResult, candidate_command, run_cell
 from harness.cells.group_run import uv_bin
 from harness.ci import gate
 from harness.matrix import paths, spec
-from harness.matrix.spec import Backend, Cell, Version_
+from harness.matrix.spec import AxisVersion, Backend, Cell
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -312,7 +312,9 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
         "import tinylib\n\ndef test_answer():\n    assert tinylib.answer() == 42\n\n"
         "def test_unrelated():\n    assert True\n"
     )
-    cell = Cell("3.11", Version_("2.6", "2.6.0"), Version_("0.8", "0.8.0"), Backend("cpu"), 300)
+    cell = Cell(
+        "3.11", AxisVersion("2.6", "2.6.0"), AxisVersion("0.8", "0.8.0"), Backend("cpu"), 300
+    )
     fake_probe = Path(__file__).with_name("fake_probe.py")
 
     def run(reports: Path, candidates: list[str]) -> CellResult:
@@ -430,7 +432,9 @@ def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
-    cell = Cell("3.11", Version_("2.6", "2.6.0"), Version_("0.8", "0.8.0"), Backend("cpu"), 120)
+    cell = Cell(
+        "3.11", AxisVersion("2.6", "2.6.0"), AxisVersion("0.8", "0.8.0"), Backend("cpu"), 120
+    )
     base, cur = tmp_path / "base", tmp_path / "cur"
     write_cell(base, cell.id, "passed", {"t::a": "passed"})
     candidate = tmp_path / "not|a-project"  # a pipe in uv's message, for gate.md to escape

@@ -22,7 +22,7 @@ from harness.ci import nightly_bisect as nightly
 from harness.ci import nightly_issue
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.paths import ROOT
-from harness.matrix.spec import Backend, Cell, Matrix, Version_
+from harness.matrix.spec import AxisVersion, Backend, Cell, Matrix
 from harness.matrix.spec import load as load_matrix
 from tests.harness.throwaway_wheels import outer_site_venv, wheel
 
@@ -153,7 +153,11 @@ def throwaway_target(world: dict[str, Path], reports: Path) -> nightly.TargetFor
     setup = [uv, "pip", "install", "--python", str(world["venv"]), *local]
     setup += [f"{CULPRIT}==2.0rc1", f"{INNOCENT}==1.1"]
     the_cell = Cell(
-        "3.11", Version_("latest", "latest"), Version_("latest", "latest"), Backend("cpu"), 120
+        "3.11",
+        AxisVersion("latest", "latest"),
+        AxisVersion("latest", "latest"),
+        Backend("cpu"),
+        120,
     )
 
     def target(job: nightly.Job) -> Target:

@@ -82,7 +82,7 @@ def test_the_newest_tag_picks_the_newest_pinned_pair_from_matrix_toml(
     pinned TorchAO paired with it, read here from the axes as matrix.toml lists them."""
     matrix = spec.load()
 
-    def release(v: spec.Version_) -> tuple[int, ...]:
+    def release(v: spec.AxisVersion) -> tuple[int, ...]:
         return tuple(map(int, v.pin.split(".")))
 
     torch = max((v for v in matrix.torch if v.pin != spec.LATEST), key=release)

@@ -30,15 +30,23 @@ class Run:
         self.entries: list[dict[str, Any]] = []
 
     def cell(
-        self, torch: str, ao: str, backend: str, status: str, group: str | None = None, **extra: Any
+        self,
+        torch: str,
+        ao: str,
+        backend: str,
+        status: str,
+        group: str | None = None,
+        python: str = "3.11",
+        **extra: Any,
     ) -> str:
-        cid = f"torch{torch}-ao{ao}-{f'ds{group}-' if group else ''}{backend}"
+        named = f"py{python}-" if python != "3.11" else ""
+        cid = f"torch{torch}-ao{ao}-{named}{f'ds{group}-' if group else ''}{backend}"
         tier = "downstream" if group else "core"
         self.entries.append(
             {
                 "id": cid,
                 "tier": tier,
-                "python": "3.11",
+                "python": python,
                 "torch": torch,
                 "torchao": ao,
                 "backend": backend,
@@ -48,7 +56,7 @@ class Run:
         )
         if status != "no-record":
             result = CellResult(
-                cid, tier, "3.11", torch, ao, backend, [f"torch=={torch}.0"], group, status=status
+                cid, tier, python, torch, ao, backend, [f"torch=={torch}.0"], group, status=status
             )
             for key, value in extra.items():
                 setattr(result, key, value)
@@ -233,6 +241,30 @@ def test_negative_controls_one_row_per_cell(tmp_path: Path) -> None:
         'data-control="params_quantized_weight_moves_intact" data-cell="torch2.3-ao0.6-cpu-control"'
         ' data-outcome="passed"' in html
     )
+
+
+def test_negative_control_rows_name_the_python_where_corners_share_a_pair(tmp_path: Path) -> None:
+    """issue 44: three cells of torch 2.3 x TorchAO 0.8 (the default Python and two corners)
+    read as three different rows; a pair with one cell keeps its short label."""
+    r = Run(tmp_path / "reports")
+    bites = {"device_forms_mean_one_device": "xfailed"}
+    for python in ("3.11", "3.10", "3.12"):
+        r.cell("2.3", "0.8", "cpu", "passed", python=python, controls=bites)
+    r.cell("2.4", "0.8", "cpu", "passed", controls=bites)
+    data = r.write()
+    (table,) = data["controls"]
+    labels = [table["labels"][cid] for cid in table["cells"]]
+    assert sorted(labels) == [
+        "2.3 / 0.8 · Python 3.10",
+        "2.3 / 0.8 · Python 3.11",
+        "2.3 / 0.8 · Python 3.12",
+        "2.4 / 0.8",
+    ]
+    md = (r.reports / "matrix.md").read_text()
+    rows = [line.split(" |")[0] for line in md.splitlines() if line.startswith("| 2.")]
+    assert sorted(rows) == sorted(f"| {label}" for label in labels)
+    html = (r.reports / "matrix.html").read_text()
+    assert all(f"<th>{label}</th>" in html for label in labels)
 
 
 def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path) -> None:
