@@ -1,8 +1,8 @@
 """Test-suite plumbing shared by every matrix cell.
 
-- Hypothesis profiles (``tests/profiles.py``): ``ci`` (derandomized: the default of every run),
+- Hypothesis profiles (``tests/common/profiles.py``): ``ci`` (derandomized: the default of every run),
   ``nightly`` (random exploration, 10,000 examples, an example database, each property within
-  its share of the cell's time: ``tests/budget.py``), ``replay`` (replays that database);
+  its share of the cell's time: ``tests/common/budget.py``), ``replay`` (replays that database);
   ``HYPOTHESIS_PROFILE`` picks one.
 - The cell this run belongs to: from ``$COMPAT_MATRIX_CELL`` (written by the harness), else
   matched from matrix.toml by the installed torch / TorchAO versions (a plain ``pytest`` run).
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests import caches, fresh, profiles
+from tests.common import caches, fresh, profiles
 
 profiles.load()
 
@@ -170,10 +170,10 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def torchao_scheme_here() -> None:
-    """Skip, saying why, where no TorchAO weight scheme runs on CPU (tests.strategies'
+    """Skip, saying why, where no TorchAO weight scheme runs on CPU (tests.common.strategies'
     ``torchao_linears`` draws from those that do)."""
-    from tests import torchao_api
-    from tests.strategies import torchao_schemes
+    from tests.common import torchao_api
+    from tests.common.strategies import torchao_schemes
 
     if not torchao_schemes():
         why = "; ".join(str(torchao_api.cpu_problem(s)) for s in torchao_api.WEIGHT_SCHEMES)
@@ -197,14 +197,14 @@ FRESH = pytest.StashKey[fresh.Fresh]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # before collection, which probes the backends (tests/fresh.py)
+    # before collection, which probes the backends (tests/common/fresh.py)
     session.config.stash[FRESH] = fresh.start(Path(__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="session")
 def fresh_process(pytestconfig: pytest.Config) -> fresh.Fresh:
     """A process that imported torch before any test ran and then did nothing: one script's
-    worth, for global state a test must not change in the session (tests/fresh.py)."""
+    worth, for global state a test must not change in the session (tests/common/fresh.py)."""
     return pytestconfig.stash[FRESH]
 
 
@@ -230,8 +230,8 @@ DATALESS = frozenset({"meta"})  # backends whose tensors have no bytes
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # the nightly profile's time budget per property (tests/budget.py)
-    config.pluginmanager.import_plugin("tests.budget")
+    # the nightly profile's time budget per property (tests/common/budget.py)
+    config.pluginmanager.import_plugin("tests.common.budget")
     config.addinivalue_line("markers", "with_data: only backends whose tensors hold bytes")
     config.addinivalue_line("markers", "dataless: only backends whose tensors hold no bytes")
 

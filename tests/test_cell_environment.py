@@ -14,7 +14,7 @@ import pytest
 import torch
 from packaging.version import Version
 
-from tests import torchao_api
+from tests.common import torchao_api
 
 
 def _label(dist: str) -> str:

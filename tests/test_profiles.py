@@ -1,6 +1,6 @@
 """The verdicts of ``nox -s tests``, ``nox -s matrix`` and CI never depend on chance.
 
-Every run but the nightly gets a derandomized Hypothesis profile (``tests/profiles.py``), and
+Every run but the nightly gets a derandomized Hypothesis profile (``tests/common/profiles.py``), and
 under that profile two runs of a property draw exactly the same examples: drawn here from the
 suite's own strategies, twice, and compared. The comparison itself is shown to notice when two
 runs draw different examples (two seeds of an otherwise identical profile).
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from tests import budget, profiles
-from tests.strategies import cases, families
+from tests.common import budget, profiles
+from tests.common.strategies import cases, families
 
 # The environment each kind of run gives the test process (the harness passes its own through):
 RUNS: Mapping[str, Mapping[str, str]] = {
@@ -59,7 +59,7 @@ def test_every_run_but_the_nightly_gets_a_deterministic_profile(run: str) -> Non
 
 def _distinct(names: Iterable[str]) -> list[str]:
     """One name per distinct settings among the profiles ``names``: ``corner`` is ``ci``'s
-    settings (its share of examples is taken per property, by tests/budget.py), so what ``ci``
+    settings (its share of examples is taken per property, by tests/common/budget.py), so what ``ci``
     draws is what ``corner`` draws, and one of them is enough to draw from."""
     kept: list[str] = []
     for name in sorted(names):
@@ -108,7 +108,7 @@ def test_a_corner_draws_a_quarter_of_the_examples_at_least_ten(asked: int, drawn
 
 
 def test_under_the_corner_profile_a_property_runs_its_share_of_examples() -> None:
-    # the plugin's own path (tests/budget.py), on a real property that asks for 60 examples
+    # the plugin's own path (tests/common/budget.py), on a real property that asks for 60 examples
     seen: list[int] = []
 
     @settings(settings.get_profile("corner"), max_examples=60)

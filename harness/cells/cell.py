@@ -70,10 +70,11 @@ class CellResult:
     # and the test's outcome from the reportlog (tests/downstream/conftest.py names them)
     scenarios: dict[str, dict[str, str]] = field(default_factory=dict)
     # properties the nightly profile's time budget stopped before their examples ran out
-    # (tests/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
+    # (tests/common/budget.py): nodeid -> "ran N of M examples in S s (time budget B s)"
     budget_cuts: dict[str, str] = field(default_factory=dict)
-    # the Hypothesis profile the tests ran under (tests/profiles.py): "ci" unless the run named
-    # one or the cell is on a non-default Python ("corner": a quarter of each property's examples)
+    # the Hypothesis profile the tests ran under (tests/common/profiles.py): "ci" unless the run
+    # named one or the cell is on a non-default Python ("corner": a quarter of each property's
+    # examples)
     hypothesis_profile: str = ""
     # tests not run here whose verdicts (in ``tests``) came from another cell: nodeid -> its id
     carried: dict[str, str] = field(default_factory=dict)
@@ -515,7 +516,7 @@ def _cell_files(plan: CellPlan, env: dict[str, str], result: CellResult) -> _Cel
     files.spec.write_text(json.dumps(spec, indent=2))
     env["COMPAT_MATRIX_CELL"] = str(files.spec)
     env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
-    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/profiles.py
+    result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/common/profiles.py
     env["COMPAT_MATRIX_SCENARIOS"] = str(files.scenarios)
     env[PEERS_ENV] = str(files.peers)
     return files
@@ -568,7 +569,7 @@ def run_cell(
     source = role.source if role else None
     if role is not None and source is None and not role.refused:
         # the blocked run and the cell's own run share the cell's deadline: each test session's
-        # time budget (tests/budget.py) counts both
+        # time budget (tests/common/budget.py) counts both
         env[paths.SESSIONS_ENV] = "2"
         blocked = _blocked_run(plan, env, run, result)
         if echo is not None and not isinstance(blocked, Ran):

@@ -50,7 +50,7 @@ class TestLog:
     skips: dict[str, str] = field(default_factory=dict)  # skipped tests' reasons
     unfinished: list[str] = field(default_factory=list)  # set up, never torn down
     trackers: dict[str, str] = field(default_factory=dict)  # upstream-bug tracker -> reason
-    # properties the nightly's time budget stopped (tests/budget.py): nodeid -> what they ran
+    # properties the nightly's time budget stopped (tests/common/budget.py): nodeid -> what they ran
     budget_cuts: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -71,7 +71,7 @@ class TestLog:
         ]
 
 
-BUDGET_PROPERTY = "hypothesis-budget"  # tests/budget.py's user property
+BUDGET_PROPERTY = "hypothesis-budget"  # tests/common/budget.py's user property
 
 
 def _budget_cut(props: Any) -> str:

@@ -103,8 +103,8 @@ def thread_env(threads: int | None, environ: Mapping[str, str] = os.environ) -> 
     return {name: str(threads) for name in THREAD_VARS if name not in environ}
 
 
-PROFILE_VAR = "HYPOTHESIS_PROFILE"  # tests/profiles.py
-CORNER_PROFILE = "corner"  # tests/profiles.py: a quarter of each property's examples
+PROFILE_VAR = "HYPOTHESIS_PROFILE"  # tests/common/profiles.py
+CORNER_PROFILE = "corner"  # tests/common/profiles.py: a quarter of each property's examples
 
 
 def profile_env(

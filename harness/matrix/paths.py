@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_ENV = "COMPAT_MATRIX_TOML"
 # the test sessions that share one cell's deadline: 2 in a carry source, which runs the suite
-# with TorchAO blocked before its own run (harness/cells/cell.py); tests/budget.py splits the
+# with TorchAO blocked before its own run (harness/cells/cell.py); tests/common/budget.py splits the
 # properties' share of the deadline between them
 SESSIONS_ENV = "COMPAT_MATRIX_SESSIONS"
 REPORTS_ENV = "COMPAT_MATRIX_REPORTS"

@@ -8,8 +8,8 @@ A reviewer's spot check, automated. In one cell (the plan's first, or ``--cell``
    ``[audit]`` table or ``--seed``: the same entries every time for a seed), plus the control
    mutant of ``[audit]`` (a killable mutant: a fuzz that misses it proves nothing);
 3. each is applied to a copy of ``compat/`` (the catalogued lines replaced by the mutant's), and
-   :mod:`tests.differential` runs the public API on the original and on the mutant side by side
-   (``examples`` inputs of the rounds that reach the mutated module), in the cell's venv;
+   :mod:`tests.common.differential` runs the public API on the original and on the mutant side
+   by side (``examples`` inputs of the rounds that reach the mutated module), in the cell's venv;
 4. ``reports/mutation-audit.json`` and a table say, per entry, "same on K inputs" or the first
    (shrunk) input on which the two differ, with both outcomes.
 
@@ -96,10 +96,10 @@ def fuzz(
     seed: int,
     env: Mapping[str, str],
 ) -> dict[str, Any]:
-    """:mod:`tests.differential` on the original and one mutant: its verdict and seconds."""
+    """:mod:`tests.common.differential` on the original and one mutant: its verdict and seconds."""
     out = mutant_dir / "difference.json"
     cmd = [
-        str(python), "-m", "tests.differential",
+        str(python), "-m", "tests.common.differential",
         "--original", str(copy), "--mutant", str(mutant_dir), "--module", module,
         "--examples", str(examples), "--seed", str(seed), "--out", str(out),
     ]  # fmt: skip

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests import oracle, strategies, torchao_api
+from tests.common import oracle, strategies, torchao_api
 from tests.controls import naive
 
 IMPLS = ["compat", "naive"]

@@ -23,7 +23,7 @@ from compat import (
     normalize_device,
 )
 from compat import device as device_module
-from tests import messages
+from tests.common import messages
 
 
 @pytest.fixture

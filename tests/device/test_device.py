@@ -39,8 +39,8 @@ from compat import (
     for_safetensors,
     normalize_device,
 )
-from tests import messages
-from tests.fresh import Fresh
+from tests.common import messages
+from tests.common.fresh import Fresh
 
 # Phrases from torch's own device errors: our messages must never carry them.
 TORCH_PHRASES = ("Expected one of", "Invalid device string", "Cannot access accelerator", "NVIDIA")
@@ -331,7 +331,7 @@ def test_rejected_accelerator(accelerator: Any, error: type[Exception]) -> None:
 
 
 # --- properties --------------------------------------------------------------------------------
-# Example counts come from the hypothesis profile (tests/profiles.py: ci 60, nightly 10,000).
+# Example counts come from the hypothesis profile (tests/common/profiles.py: ci 60, nightly 10,000).
 
 
 @st.composite

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tests import torchao_api
+from tests.common import torchao_api
 
 # int8 weight-only: the TorchAO scheme of the seed (diffusers #10470) that runs on every CPU
 SEED = 0

@@ -29,7 +29,7 @@ from torch import nn
 
 import compat
 from compat.integrations import accelerate as compat_accelerate
-from tests import torchao_api
+from tests.common import torchao_api
 from tests.downstream import models
 from tests.downstream.conftest import scenario
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import compat
-from tests import torchao_api
+from tests.common import torchao_api
 from tests.downstream import models
 from tests.downstream.conftest import scenario
 

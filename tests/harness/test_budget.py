@@ -1,4 +1,4 @@
-"""The nightly profile's time budget (tests/budget.py), run for real: a throwaway suite with a
+"""The nightly profile's time budget (tests/common/budget.py), run for real: a throwaway suite with a
 slow property and a quick one runs under pytest in a subprocess with the budget plugin, and the
 slow one stops at its share of the time, passes, and is named in the summary and the reportlog.
 Under the ``ci`` profile nothing reads the clock: every example runs.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import budget
+from tests.common import budget
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = """
@@ -36,7 +36,7 @@ def test_quick(x):
 def test_plain():
     pass
 """
-CONFTEST = "from tests import profiles\n\nprofiles.load()\n"
+CONFTEST = "from tests.common import profiles\n\nprofiles.load()\n"
 
 
 MARKED = """
@@ -76,7 +76,7 @@ def run_suite(
     }
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.budget", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-p", "tests.common.budget", "-p", "no:cacheprovider",
          f"--report-log={log}", "--rootdir", str(tmp_path), str(tmp_path), "-q"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

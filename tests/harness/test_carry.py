@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.faultproject import AO, Project, ao_pin, index_env
+from tests.common.faultproject import AO, Project, ao_pin, index_env
 
 SUITE = '''
 """Tests whose dependence on TorchAO is known, and one that lies about it."""
@@ -66,7 +66,7 @@ from pathlib import Path
 CELL = json.loads(Path(os.environ["COMPAT_MATRIX_CELL"]).read_text())
 with open(Path(__file__).with_name("collected.log"), "a") as log:
     log.write(CELL["id"] + "\\n")
-# how many sessions the harness said share this cell's deadline (tests/budget.py splits by it)
+# how many sessions the harness said share this cell's deadline (tests/common/budget.py splits by it)
 with open(Path(__file__).with_name("sessions.log"), "a") as log:
     log.write(CELL["id"] + " " + os.environ.get("COMPAT_MATRIX_SESSIONS", "1") + "\\n")
 
@@ -168,7 +168,7 @@ def test_a_carry_sources_two_sessions_each_know_they_share_its_deadline(
     carried: dict[str, Any], project: Project
 ) -> None:
     """The blocked run and the source's own run share one deadline: each is told so, and the
-    nightly's time budget (tests/budget.py) gives each half; a cell that runs once is told 1."""
+    nightly's time budget (tests/common/budget.py) gives each half; a cell that runs once is told 1."""
     lines = (project.root / "tests" / "sessions.log").read_text().splitlines()
     told = [tuple(line.split()) for line in lines]
     assert (cell_id(SOURCE, "sly"), "2") in told  # the blocked run collects test_alone.py

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,70 +13,14 @@ from hypothesis import strategies as st
 
 from harness.cells import cell as cellmod
 from harness.cells import group_run
-from harness.cells.cell import CellPlan, run_cell
+from harness.cells.cell import run_cell
 from harness.cells.evidence import read_reportlog
 from harness.matrix import backends
-from harness.matrix.spec import AxisVersion, Backend, Cell
+from harness.matrix.spec import Backend
+from tests.common.throwaway_cells import make_cell, plan, read
 
-FAKE_PROBE = Path(__file__).with_name("fake_probe.py")
 UV_OUTPUTS = Path(__file__).with_name("fixtures") / "uv-install"  # real uv output (README.md)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def make_cell(timeout_s: int = 120, backend: Backend | None = None) -> Cell:
-    return Cell(
-        "3.11",
-        AxisVersion("2.6", "2.6.0"),
-        AxisVersion("0.8", "0.8.0"),
-        backend or Backend("cpu"),
-        timeout_s,
-    )
-
-
-def plan(
-    tmp_path: Path,
-    tests: str,
-    *,
-    timeout_s: int = 120,
-    install: list[list[str]] | None = None,
-    backend_ok: bool = True,
-    import_error: str = "",
-    xfails: list[dict[str, object]] | None = None,
-) -> CellPlan:
-    project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
-    (project / "test_it.py").write_text(textwrap.dedent(tests))
-    c = make_cell(timeout_s)
-    out = tmp_path / "reports" / "cells" / c.id
-    args = [
-        str(project),
-        f"--rootdir={project}",  # else pytest may root the ids at a folder above (a clone in /tmp)
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        f"--junitxml={out / 'junit.xml'}",
-        "-o",
-        f"junit_suite_name={c.id}",
-        f"--report-log={out / 'log.jsonl'}",
-    ]
-    return CellPlan(
-        c,
-        Path(sys.executable),
-        out,
-        install or [],
-        args,
-        xfails or [],
-        probe_script=FAKE_PROBE,
-        env={
-            "FAKE_PROBE_BACKEND_OK": "1" if backend_ok else "0",
-            "FAKE_PROBE_IMPORT_ERROR": import_error,
-        },
-    )
-
-
-def read(plan_: CellPlan) -> dict[str, object]:
-    return dict(json.loads((plan_.outdir / "cell.json").read_text()))
 
 
 MIXED = """
@@ -416,7 +359,7 @@ def test_reportlog_reruns_keep_the_final_outcome(tmp_path: Path) -> None:
 
 
 def test_a_property_the_time_budget_stopped_is_recorded_in_the_cell(tmp_path: Path) -> None:
-    """tests/budget.py puts a user property on a property's report (the line below is one from
+    """tests/common/budget.py puts a user property on a property's report (the line below is one from
     a real nightly run here); the cell's record carries it, so the report can say so."""
     cut = '{"test": "t::prop", "asked": 10000, "ran": 7893, "seconds": 6.09967, "budget": 21.4285}'
     records = [

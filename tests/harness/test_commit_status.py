@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.ci import commit_status, gate, gha
-from tests.harness.local_http import serving
-from tests.harness.test_nightly_issue import RUN, TEST, snapshot_cell
+from tests.common.gate_runs import RUN, TEST, snapshot_cell
+from tests.common.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = "huggingface/safetensors"

@@ -2,7 +2,7 @@
 function or a deleted file fails here, not in a newcomer's hands.
 
 Read from the README, docs/*.md and the docstrings of compat/ and harness/: a path in backticks
-(``harness/cells/run.py``, ``tests/strategies.py``, ``docs/gate.md``) must be a file or folder
+(``harness/cells/run.py``, ``tests/common/strategies.py``, ``docs/gate.md``) must be a file or folder
 of the repository; a dotted name of compat or the harness (``harness.cells.run``,
 ``compat.meta.materialize``, ``pages.SECTIONS`` where ``pages`` is a harness module) must be a
 module, or a name that module defines at its top level.

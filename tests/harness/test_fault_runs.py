@@ -15,7 +15,8 @@ import pytest
 from harness.cells import run
 from harness.matrix import spec
 from harness.matrix.spec import MatrixSpecError
-from tests.harness.faultproject import Project, alive, index_env, matrix_toml, stop, wait_for
+from tests.common.fault_catalog import MALFORMED
+from tests.common.faultproject import Project, alive, matrix_toml, stop, wait_for
 
 # --- a harness error, a lost record --------------------------------------------------------
 
@@ -111,101 +112,6 @@ def test_sigint_to_one_session_stops_and_records(tmp_path: Path, fault_envdir: P
 # --- malformed matrix files: a load-time error naming file, field and value ------------------
 
 BASE = matrix_toml({"clean": {"0.8": "none"}})
-UNPAIRED = """
-[[torch]]
-version = "2.7"
-pin = "2.7.1"
-tier = "extended"
-
-[[torchao]]
-version = "0.9"
-pin = "0.9.0"
-tier = "extended"
-torch = ["2.7"]
-"""
-# (id, old text, new text, field named, text the message shows)
-MALFORMED = [
-    (
-        "backend without absence detection",
-        "[backends.clean]",
-        '[backends.tpu]\nindex_env = "COMPAT_MATRIX_INDEX_TPU"\n\n[backends.clean]',
-        "backends.tpu",
-        "host_probe",
-    ),
-    (
-        "constant torch_probe",
-        "[backends.clean]",
-        '[backends.tpu]\ntorch_probe = "True"\n\n[backends.clean]',
-        "backends.tpu.torch_probe",
-        "'True'",
-    ),
-    (
-        "empty host_probe",
-        "[backends.clean]",
-        "[backends.tpu]\nhost_probe = []\n\n[backends.clean]",
-        "backends.tpu.host_probe",
-        "[]",
-    ),
-    (
-        "unknown platform",
-        'platforms = ["linux"]',
-        'platforms = ["Linux"]',
-        "backends.clean.platforms[0]",
-        "'Linux'",
-    ),
-    (
-        "torch = [] on TorchAO",
-        'pin = "0.8.0"',
-        'pin = "0.8.0"\ntorch = []',
-        "torchao[2].torch",
-        "[]",
-    ),
-    (
-        "duplicate torch pair",
-        'pin = "0.8.0"',
-        'pin = "0.8.0"\ntorch = ["2.6", "2.6"]',
-        "torchao[2].torch[1]",
-        "'2.6'",
-    ),
-    (
-        "exclusion that matches no cell",
-        "[backends.clean]",
-        UNPAIRED
-        + '\n[[exclude]]\ntorch = ["2.6"]\ntorchao = ["0.9"]\nreason = "never paired"\n'
-        + "\n[backends.clean]",
-        "exclude[0]",
-        "matches no cell",
-    ),
-    (
-        "index_env not a variable name",
-        f'index_env = "{index_env()}"',  # the fault backends read the cpu backend's variable
-        'index_env = "MY-INDEX"',
-        "backends.clean.index_env",
-        "'MY-INDEX'",
-    ),
-    (
-        "runs_on empty",
-        'platforms = ["linux"]',
-        'platforms = ["linux"]\nruns_on = []',
-        "backends.clean.runs_on",
-        "[]",
-    ),
-    (
-        "reruns out of range",
-        "cell_timeout_s = 60",
-        "cell_timeout_s = 60\nreruns = 9",
-        "run.reruns",
-        "9",
-    ),
-    (
-        "xfail without patterns",
-        "[backends.clean]",
-        '[[xfail]]\ntests = []\nreason = "x"\n\n[backends.clean]',
-        "xfail[0].tests",
-        "[]",
-    ),
-    ("no python", 'python = ["3.11"]', "python = []", "run.python", None),
-]
 
 
 @pytest.mark.parametrize(
@@ -234,7 +140,7 @@ def test_malformed_matrix_fails_at_load_and_nox_exits_nonzero(
 def test_gate_names_skipped_and_fewer_tests_and_excuses_only_an_absent_backend(
     tmp_path: Path, fault_envdir: Path
 ) -> None:
-    from tests.harness.faultproject import SHRINKING, SKIPPABLE
+    from tests.common.faultproject import SHRINKING, SKIPPABLE
 
     project = Project.create(
         tmp_path / "project", fault_envdir, matrix_toml({"clean": {"0.8": "none"}})

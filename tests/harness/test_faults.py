@@ -11,21 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness.faultproject import Project, matrix_toml
-from tests.harness.test_fault_runs import MALFORMED
+from tests.common.fault_catalog import MANY
+from tests.common.faultproject import Project, matrix_toml
 
 # --- one run, many faults side by side -------------------------------------------------------
 
-# groups start in this order (the first backend also gets the uninstallable pins): the hang's
-# group second, so that its minute of sleep overlaps the other groups instead of following them
-MANY = {
-    "clean": {"0.8": "none"},  # a clean cell amid faults; it also carries the uninstallable pins
-    "misc": {"0.6": "hang", "0.7": "none"},
-    "crash": {"0.6": "segv", "0.7": "exit0", "0.8": "exit5"},
-    "forge": {"0.6": "forged", "0.7": "probe_gone", "0.8": "fails"},
-    "folder": {"0.6": "rmdir", "0.7": "replace", "0.8": "none"},
-    "junit": {"0.6": "junit_garbage", "0.7": "junit_empty", "0.8": "junit_nothing"},
-}
 STALE = """
 [[xfail]]
 tests = ["tests/test_fault.py::test_renamed_long_ago"]
@@ -118,22 +108,3 @@ def test_failing_tests_are_named_by_node_id_everywhere(many: dict[str, Any]) -> 
     for page in ("matrix.md", "matrix.html"):
         text = (project.reports / page).read_text()
         assert nodeid in text and "tests.test_fault" not in text
-
-
-# every fault this module and test_fault_runs.py inject (the README states the count)
-INJECTED = (
-    sorted({f for faults in MANY.values() for f in faults.values()} - {"none", "fails"})
-    + [
-        "uninstallable torch pin",
-        "uninstallable TorchAO pin",
-        "uninstallable gate candidate",
-        "stale expected failure",
-        "a folder where cell.json goes",
-        "reports/cells deleted",
-        "SIGTERM to nox -s matrix",
-        "SIGINT to one session",
-        "a module switched off",
-        "a test removed",
-    ]
-    + [f"malformed matrix.toml: {m[0]}" for m in MALFORMED]
-)

@@ -22,7 +22,7 @@ from harness.cells import installed
 from harness.cells.cell import CellResult
 from harness.matrix import backends, paths, spec
 from harness.report import pages as report
-from tests.harness.faultproject import index_args
+from tests.common.faultproject import index_args
 
 ROOT = paths.ROOT
 MATRIX = spec.load(paths.DEFAULT_MATRIX)
@@ -417,7 +417,7 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_") and k != "PYTHONPATH"}
     env["COMPAT_MATRIX_REPORTS"] = str(reports)
     # the plumbing is under test here, not the suite's catching power: a quarter of each
-    # property's examples (tests/profiles.py), which the record must name
+    # property's examples (tests/common/profiles.py), which the record must name
     env["HYPOTHESIS_PROFILE"] = "corner"
     done = subprocess.run(
         [

@@ -1,7 +1,7 @@
 """``nox -s mutation -- --audit N`` (harness/mutation/audit.py): which equivalents are drawn, how
 a catalogued mutant is applied to a copy of compat/, and when the audit fails.
 
-The fuzz itself (tests/differential.py) is run for real on a copy of compat/ with the plan's
+The fuzz itself (tests/common/differential.py) is run for real on a copy of compat/ with the plan's
 control applied: it must find the difference, and find none between two equal copies.
 """
 
@@ -134,7 +134,7 @@ def cell_python() -> Path | None:
 
 
 def test_the_fuzz_catches_the_control_and_nothing_between_equal_copies(tmp_path: Path) -> None:
-    """The real fuzz (tests/differential.py) in the default cell's venv: the plan's control is
+    """The real fuzz (tests/common/differential.py) in the default cell's venv: the plan's control is
     found, with its input, and two equal copies of compat/ never differ."""
     python = cell_python()
     if python is None:

@@ -22,29 +22,12 @@ import pytest
 from harness.ci import gate, gha, nightly_issue
 from harness.matrix import spec
 from harness.mutation import runner as mutation_run
-from tests.harness.local_http import serving
-from tests.harness.test_workflows import jobs, uses, workflow
+from tests.common.gate_runs import RUN, TEST, snapshot_cell
+from tests.common.local_http import serving
+from tests.common.workflow_files import jobs, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
-RUN = "https://github.com/owner/compat-matrix/actions/runs/42"
-TEST = "tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
-
-
-def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:
-    return {
-        "status": status,
-        "reason": "",
-        "tier": "core",
-        "torch": "2.6",
-        "torchao": "0.8",
-        "backend": "cpu",
-        "installed": {},
-        "candidates": [],
-        "tests": tests,
-        "flaky": [],
-        "skips": {},
-    }
 
 
 def gate_result(ok: bool) -> dict[str, Any]:

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cells import group_run
 from harness.matrix import spec
+from tests.common.nox_runs import nox
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def nox(
-    *args: str, timeout: int = 300, reports: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_")}
-    if reports is not None:
-        env["COMPAT_MATRIX_REPORTS"] = str(reports)
-    return subprocess.run(
-        [sys.executable, "-m", "nox", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The peer suites' machinery (tests/downstream/peers), on a throwaway peer run for real.
 
-The sdist, the index and the suite are throwaway (tests/harness/peerproject.py); everything else
+The sdist, the index and the suite are throwaway (tests/common/peerproject.py); everything else
 is the real thing: uv locates the sdist on a local flat index, the download is checked and cached,
 the suite runs twice in pytest subprocesses with its session plugin, and the verdict and the
 record are what a downstream cell writes.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.common import peerproject as toy
 from tests.downstream.peers import check, diff, fetch
-from tests.harness import peerproject as toy
 
 BREAKS = f"{toy.TEST_ID}test_breaks_through_the_patch"
 

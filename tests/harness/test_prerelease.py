@@ -16,7 +16,7 @@ from harness.cells.cell import install_commands
 from harness.matrix import spec
 from harness.matrix.interpreters import uv_bin
 from harness.report import new_releases
-from tests.harness.throwaway_wheels import wheel
+from tests.common.throwaway_wheels import wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 

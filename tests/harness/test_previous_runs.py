@@ -20,7 +20,7 @@ import pytest
 from harness.ci import previous_runs
 from harness.ci.github_api import GitHub
 from harness.report import history
-from tests.harness.local_http import serving
+from tests.common.local_http import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"

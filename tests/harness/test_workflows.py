@@ -10,44 +10,19 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from harness.ci import act_scope, gha
 from harness.matrix import spec
+from tests.common.workflow_files import jobs, load, steps, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 BIN = Path(sys.executable).parent
 REUSABLE = ("matrix.yml",)  # called by workflow_call, possibly from another repository
-
-
-def load(path: Path) -> dict[str, Any]:
-    doc = yaml.safe_load(path.read_text())
-    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as True
-    return dict(doc)
-
-
-def workflow(name: str) -> dict[str, Any]:
-    return load(ROOT / ".github" / "workflows" / name)
-
-
-def jobs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return dict(doc["jobs"])
-
-
-def steps(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for name, job in jobs(doc).items():
-        for step in job.get("steps", []):
-            yield name, step
-
-
-def uses(step: dict[str, Any], action: str) -> bool:
-    return str(step.get("uses", "")).startswith(f"{action}@")
 
 
 def tool(name: str) -> str:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 import compat
-from tests import messages
+from tests.common import messages
 
 # --- which names and registries materialize works on ----------------------------------------------
 

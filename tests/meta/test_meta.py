@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests import messages, torchao_api
-from tests.params.test_params import get
-from tests.roundtrip import assert_same_tensor, assert_same_weight
-from tests.strategies import torchao_linears
+from tests.common import messages, torchao_api
+from tests.common.modules import get
+from tests.common.roundtrip import assert_same_tensor, assert_same_weight
+from tests.common.strategies import torchao_linears
 
 # --- module_devices / is_meta_module --------------------------------------------------------------
 

@@ -4,7 +4,7 @@
   extents, a shared first or last byte, a dense view holding the other's first or last byte, a
   dense view inside the other's gap, interleaved and page-apart windows, mixed element sizes,
   size-1 dims with odd strides, stride-0 dims), in both argument orders, judged by
-  ``tests/oracle.py``;
+  ``tests/common/oracle.py``;
 - :func:`compat._overlap._difference_pieces`: its two budgets, the partial sums visited
   (``_MAX_NODES``, counted by hand below) and the pieces returned (``_MAX_PIECES``), at and just
   past each bound;
@@ -31,7 +31,7 @@ import torch
 import compat
 from compat import _overlap
 from compat._intervals import UnionFind
-from tests import oracle
+from tests.common import oracle
 
 View = tuple[tuple[int, ...], tuple[int, ...], int]  # sizes, strides (elements), storage offset
 

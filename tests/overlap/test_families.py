@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 import compat
 from compat import _overlap
-from tests import oracle
-from tests.roundtrip import (
+from tests.common import oracle
+from tests.common.roundtrip import (
     assert_groups_match_the_oracle,
     assert_round_trip,
     hyp,
     save_and_restore,
 )
-from tests.strategies import families
+from tests.common.strategies import families
 
 
 @hyp

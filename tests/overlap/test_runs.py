@@ -1,4 +1,4 @@
-"""Strided views against runs of dense views, judged byte by byte by ``tests/oracle.py``.
+"""Strided views against runs of dense views, judged byte by byte by ``tests/common/oracle.py``.
 
 ``compat.find_overlapping_tensors`` decides a strided (non-dense) view against each chained run
 of dense views by a range test: the run just before the view, one the view only straddles, and
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import compat
-from tests import oracle
+from tests.common import oracle
 
 X = torch.arange(64, dtype=torch.uint8)
 

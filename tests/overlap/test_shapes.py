@@ -27,8 +27,8 @@ import compat
 from compat import _overlap
 from compat._features import SUB_BYTE_BITS
 from compat._overlap import Shape
-from tests import oracle
-from tests.strategies import PLAIN_DTYPES, expanded_pair, rereading_pair
+from tests.common import oracle
+from tests.common.strategies import PLAIN_DTYPES, expanded_pair, rereading_pair
 
 DIMS = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9)), max_size=3)
 

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 import compat
-from tests import messages
+from tests.common import messages
 
 
 def qualname(cls: type) -> str:

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests import messages, torchao_api
-from tests.strategies import torchao_linears
+from tests.common import messages, torchao_api
+from tests.common.modules import get
+from tests.common.strategies import torchao_linears
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,14 +51,6 @@ def leaves(t: torch.Tensor) -> list[torch.Tensor]:
         if isinstance(child, torch.Tensor):
             out.extend(leaves(child))
     return out
-
-
-def get(module: nn.Module, name: str) -> torch.Tensor:
-    owner_name, _, leaf = name.rpartition(".")
-    owner = module.get_submodule(owner_name)
-    found = owner._parameters.get(leaf, owner._buffers.get(leaf))
-    assert found is not None
-    return found
 
 
 def snapshot(module: nn.Module) -> list[tuple[Any, ...]]:

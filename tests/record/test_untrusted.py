@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 import compat
 from compat.saving import METADATA_KEY
-from tests import oracle
-from tests.roundtrip import assert_round_trip
+from tests.common import oracle
+from tests.common.roundtrip import assert_round_trip
 
 Tensors = dict[str, torch.Tensor]
 Record = dict[str, Any]

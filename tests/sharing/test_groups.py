@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import compat
-from tests import oracle
-from tests.roundtrip import FINDERS, assert_round_trip, placeholders, save_and_restore
+from tests.common import oracle
+from tests.common.roundtrip import FINDERS, assert_round_trip, placeholders, save_and_restore
 
 
 def many_groups(backend: str) -> dict[str, torch.Tensor]:

@@ -23,8 +23,8 @@ from torch.testing._internal.two_tensor import TwoTensor
 
 import compat
 from compat import _overlap, saving
-from tests import oracle, torchao_api
-from tests.roundtrip import (
+from tests.common import oracle, torchao_api
+from tests.common.roundtrip import (
     FINDERS,
     assert_groups_match_the_oracle,
     assert_round_trip,
@@ -35,7 +35,7 @@ from tests.roundtrip import (
     save_and_restore,
     saved_bytes,
 )
-from tests.strategies import base_tensor, cases
+from tests.common.strategies import base_tensor, cases
 from tests.upstream import cases as upstream
 
 # --- properties against the oracle ---------------------------------------------------------------

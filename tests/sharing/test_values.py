@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import compat
-from tests import oracle
-from tests.roundtrip import assert_round_trip, placeholders, save_and_restore
+from tests.common import oracle
+from tests.common.roundtrip import assert_round_trip, placeholders, save_and_restore
 
 FINDERS = (
     compat.find_shared_tensors,

@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from tests import torchao_api
+from tests.common import torchao_api
 
 StateDict = dict[str, torch.Tensor]
 

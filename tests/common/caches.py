@@ -1,6 +1,6 @@
 """compat's memo caches (module-level dicts named ``_*_cache``): finding compat's loaded modules
 and emptying their caches. The suite's conftest empties them before every test; the mutation
-audit's differential runs (tests/differential.py) empty each copy's before every input."""
+audit's differential runs (tests/common/differential.py) empty each copy's before every input."""
 
 from __future__ import annotations
 

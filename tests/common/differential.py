@@ -1,6 +1,6 @@
 """A differential fuzz of compat's public API: one copy of ``compat/`` against another.
 
-    python -m tests.differential --original DIR --mutant DIR [--examples N] [--out FILE]
+    python -m tests.common.differential --original DIR --mutant DIR [--examples N] [--out FILE]
 
 (``DIR`` holds a ``compat`` package; run from the repository root, in a cell's venv.) Both
 copies are imported side by side in this process, under their own module objects, and every
@@ -15,7 +15,7 @@ and message):
 * the three finders, ``dedup_for_save`` (the tensors to save: values, geometry and which share
   a storage; the metadata, record text included), the safetensors round trip and
   ``restore_aliases`` of it, and ``restore_aliases`` of a record with one field tampered with,
-  on the suite's state dicts of views (:mod:`tests.strategies`: every dtype, lazy conj/neg bits,
+  on the suite's state dicts of views (:mod:`tests.common.strategies`: every dtype, lazy conj/neg bits,
   quantized and sub-byte tensors, ZeroTensors, view families) and on views expanded or re-read
   to up to 2**62 elements;
 * ``normalize_device``, ``for_safetensors`` and ``ensure_available`` of ints, strings, devices,
@@ -49,7 +49,7 @@ from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from tests import caches, oracle, strategies
+from tests.common import caches, oracle, strategies
 
 Outcome = tuple[Any, ...]
 # A tensor larger than this (bytes of elements) is compared by its geometry and its storage's
@@ -339,7 +339,7 @@ class Small(nn.Module):
 
 def _torchao_weight(module: nn.Module) -> bool:
     try:
-        from tests import torchao_api
+        from tests.common import torchao_api
     except ImportError:
         return False
     scheme = torchao_api.int8_weight_only
@@ -534,7 +534,7 @@ def fuzz(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.differential")
+    parser = argparse.ArgumentParser(prog="python -m tests.common.differential")
     parser.add_argument("--original", type=Path, required=True)
     parser.add_argument("--mutant", type=Path, required=True)
     parser.add_argument("--examples", type=int, default=400)

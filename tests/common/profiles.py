@@ -52,7 +52,7 @@ def register() -> None:
         print_blob=True,
         suppress_health_check=_QUIET,
     )
-    # ci itself; the share of examples is applied per property (tests/budget.py)
+    # ci itself; the share of examples is applied per property (tests/common/budget.py)
     settings.register_profile(CORNER, parent=settings.get_profile("ci"))
     # derandomize and the database are set outright: Hypothesis loads its own derandomized "ci"
     # profile where CI is set (GitHub, .ci/run), and a new profile inherits from the loaded one

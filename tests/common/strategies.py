@@ -20,7 +20,7 @@ matrix, strided windows with and without true overlaps, interleaved slices, batc
 optionally with the base, a dtype view of it and a random view beside them.
 
 :func:`torchao_linears`: a ``Linear`` whose weight TorchAO quantized, with every scheme of
-``tests.torchao_api.WEIGHT_SCHEMES`` that runs on CPU here, so each TorchAO gives its own classes
+``tests.common.torchao_api.WEIGHT_SCHEMES`` that runs on CPU here, so each TorchAO gives its own classes
 (``AffineQuantizedTensor`` / ``LinearActivationQuantizedTensor`` up to 0.17; ``Int8Tensor``,
 ``Float8Tensor``, ``IntxUnpackedToInt8Tensor`` from 0.15 or so, and nothing else in 0.18), of
 random shape, magnitude, values (zero rows included) and ``requires_grad``.
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from tests import torchao_api
+from tests.common import torchao_api
 
 DTYPES = (
     torch.bool,

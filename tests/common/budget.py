@@ -9,9 +9,9 @@ did not finish in 300 s), so every nightly cell ran past its limit and the night
 Now the properties of a cell share :data:`SHARE` of the cell's limit, split evenly among the
 properties collected; the rest is for install, collection, the example-based tests and a rerun.
 
-The ``corner`` profile (a cell on a non-default Python, ``tests/profiles.py``) has an example
+The ``corner`` profile (a cell on a non-default Python, ``tests/common/profiles.py``) has an example
 budget instead, fixed and without a clock: each property draws
-:func:`tests.profiles.examples_for` of the examples it asks for, and the terminal summary says so.
+:func:`tests.common.profiles.examples_for` of the examples it asks for, and the terminal summary says so.
 
 How, per property (only in the profiles of :data:`BUDGETED`; ``ci``, ``corner`` and ``replay``
 never read the clock, so their verdicts never depend on time):
@@ -31,7 +31,7 @@ in all (1,500 s limit), its 36 properties 21 s each; 16 of them stopped at the c
 longest ran 25 s), the others ran their 10,000 examples.
 
 ``$COMPAT_PROPERTY_BUDGET_S`` overrides the total for all properties of the session. A pytest
-plugin: tests/conftest.py registers it (``-p tests.budget`` does the same for another suite).
+plugin: tests/conftest.py registers it (``-p tests.common.budget`` does the same for another suite).
 
 A property that needs another number of examples than the profile's in the deterministic runs
 says so with ``@pytest.mark.examples(N)`` (:data:`MARKER`), never with ``@settings(max_examples=N)``:
@@ -53,7 +53,7 @@ from typing import Any, Final
 import pytest
 from hypothesis import settings
 
-from tests import profiles
+from tests.common import profiles
 
 ENV: Final = "COMPAT_PROPERTY_BUDGET_S"
 BUDGETED: Final = frozenset({"nightly"})
@@ -249,7 +249,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             "these properties set max_examples in @settings, which overrides every profile (the"
             f" nightly would draw only that many): {', '.join(bad)}; declare the examples of the"
-            f" deterministic runs with @pytest.mark.{MARKER}(N) instead (tests/budget.py)"
+            f" deterministic runs with @pytest.mark.{MARKER}(N) instead (tests/common/budget.py)"
         )
     BUDGET.configure(items, profiles.selected())
 

@@ -1,6 +1,6 @@
 """Checks shared by the compat.sharing / compat.saving tests: results, round trips, budgets.
 
-Everything is judged by the independent oracle (tests/oracle.py): raw bytes read from storage,
+Everything is judged by the independent oracle (tests/common/oracle.py): raw bytes read from storage,
 resolved values, how each tensor reads its bytes, and the sharing among names on real addresses.
 """
 
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, settings
 
 import compat
 from compat.saving import METADATA_KEY
-from tests import oracle
-from tests.strategies import Case
+from tests.common import oracle
+from tests.common.strategies import Case
 
 QPARAMS_PREFIX = "__qparams__/"
 # Each finder beside the oracle's answer to the same question.
