@@ -24,7 +24,6 @@ from compat._overlap import Geom, overlap_components
 from compat._record import ALIGN, BASE_PREFIX
 from compat._storage import Leaves, storage_groups
 from compat._value_bits import Bits, bits_of, value_key
-from compat.sharing import geometries
 
 __all__ = ["SAVABLE", "BaseStep", "SavePlan", "ViewStep", "plan"]
 
@@ -164,12 +163,12 @@ class _Planner:
         regions: list[_Region] = []
         grouped: set[int] = set()
         for group in storage_groups(leaves):
-            geoms = geometries(leaves, group, tensors)
+            geoms = leaves.geometries(group, tensors)
             grouped.update(group)
             overlap_components(geoms, uf)
             self._plan_regions(geoms, uf, singles, regions)
         alone = (leaf for leaf in nonempty if leaf not in grouped)
-        for g in geometries(leaves, alone, tensors):
+        for g in leaves.geometries(alone, tensors):
             if g.shape.injective and self.plain(g):
                 singles.append(g)
             else:

@@ -16,15 +16,16 @@ public function: a TypeError naming the key and the layout (see :func:`layout_er
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from compat import _features
+from compat import _features, _overlap
 from compat._intervals import UnionFind, runs
 from compat._messages import show, type_name
+from compat._overlap import Geom
 
 __all__ = ["Leaves", "collect", "layout_error", "storage_groups", "storage_roots"]
 
@@ -84,6 +85,20 @@ class Leaves:
         path = self.paths[leaf]
         name = self.names[self.owner[leaf]]
         return f"{name}/{path}" if path else name
+
+    def point_at(self, leaf: int, storage: torch.UntypedStorage) -> None:
+        """Make ``leaf``'s storage entry (one of its own: a resolved ZeroTensor's) describe
+        ``storage``, whose bytes now stand for it."""
+        sid = self.storage[leaf]
+        self.st_ptr[sid] = storage.data_ptr()
+        self.st_nbytes[sid] = storage.nbytes()
+
+    def geometries(self, group: Iterable[int], tensors: list[torch.Tensor]) -> list[Geom]:
+        """A :class:`compat._overlap.Geom` for every non-empty leaf of ``group`` (``tensors``
+        indexed by leaf). Storages with data use absolute addresses (so merged aliases line
+        up); a data-less storage (meta, fake) is a group of its own, addressed from 0."""
+        st_ptr, storage = self.st_ptr, self.storage
+        return _overlap.geometries(group, tensors, lambda leaf: st_ptr[storage[leaf]], self.where)
 
     def flatten(self) -> None:
         """Switch to explicit owner / path / descriptor lists (a subclass is about to be added)."""

@@ -243,10 +243,8 @@ def _with_data(leaves: Leaves) -> list[torch.Tensor]:
     for leaf in leaves.zeros:  # each has a storage entry of its own: point it at real zeros
         t = tensors[leaf]
         resolved = tensors[leaf] = torch.zeros(t.shape, dtype=t.dtype, device=t.device)
-        sid = leaves.storage[leaf]
         if t.numel() and resolved.device.type != "meta":
-            leaves.st_ptr[sid] = resolved.untyped_storage().data_ptr()
-            leaves.st_nbytes[sid] = resolved.untyped_storage().nbytes()
+            leaves.point_at(leaf, resolved.untyped_storage())
     for leaf, t in enumerate(tensors):
         sid = leaves.storage[leaf]
         if leaves.st_device[sid].type == "meta" or (leaves.st_ptr[sid] == 0 and t.numel()):

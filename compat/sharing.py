@@ -48,23 +48,15 @@ from typing import Any
 
 import torch
 
-from compat import _features, _overlap
+from compat import _features
 from compat._intervals import UnionFind, runs
-from compat._overlap import Geom, overlap_components
+from compat._overlap import overlap_components
 from compat._storage import Leaves, collect, storage_groups, storage_roots
 from compat._value_bits import value_key
 
 __all__ = ["find_identical_tensors", "find_overlapping_tensors", "find_shared_tensors"]
 
 Groups = list[frozenset[str]]
-
-
-def geometries(leaves: Leaves, group: Iterable[int], tensors: list[torch.Tensor]) -> list[Geom]:
-    """A :class:`Geom` for every non-empty leaf of ``group`` (``tensors`` indexed by leaf)."""
-    st_ptr, storage = leaves.st_ptr, leaves.storage
-    # Storages with data use absolute addresses (so merged aliases line up); a data-less storage
-    # (meta, fake) is a group of its own, addressed from 0.
-    return _overlap.geometries(group, tensors, lambda leaf: st_ptr[storage[leaf]], leaves.where)
 
 
 def name_groups(leaves: Leaves, uf: UnionFind, leaf_ids: Iterable[int]) -> Groups:
@@ -189,7 +181,7 @@ def find_overlapping_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
                 else:
                     contiguous_runs.extend([members[i] for i in run] for run in runs(los, his))
             continue
-        geoms = geometries(leaves, group, tensors_)
+        geoms = leaves.geometries(group, tensors_)
         overlap_components(geoms, uf)
         used.extend(g.leaf for g in geoms)
     if leaves.flattened:
@@ -226,7 +218,7 @@ def find_identical_tensors(tensors: Mapping[str, torch.Tensor]) -> Groups:
     paired: set[int] = set()
     for group in storage_groups(leaves):
         by_identity: dict[tuple[Any, ...], int] = {}
-        for g in geometries(leaves, group, leaves.tensors):
+        for g in leaves.geometries(group, leaves.tensors):
             first = by_identity.setdefault((g.lo, g.shape.ident, value_key(g.tensor)), g.leaf)
             if first != g.leaf:
                 uf.union(first, g.leaf)

@@ -226,3 +226,51 @@ def test_the_size_checks_see_a_long_function_and_a_wide_call(tmp_path: Path) -> 
         assert wide_calls([src]) == ["big.py:" + str(len(body.splitlines()) + 10) + " seven(7)"]
     finally:
         ROOT = saved
+
+
+# --- compat's modules keep their private names to themselves -------------------------------------
+
+
+def private_reaches(paths: list[Path]) -> list[str]:
+    """Each place a compat module imports or reads another compat module's private name
+    (``from compat.params import _resolve``, ``params._resolve``); a private module itself
+    (``from compat import _features``) is the package's to share, its private names are not."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("compat"):
+                if node.module in ("compat", "compat.integrations"):
+                    modules.update(a.asname or a.name for a in node.names)
+                    continue
+                bad = [a.name for a in node.names if a.name.startswith("_")]
+                found += [f"{path.name}:{node.lineno} from {node.module} import {n}" for n in bad]
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    return sorted(found, key=lambda f: (f.split(":")[0], int(f.split(":")[1].split()[0])))
+
+
+def test_no_compat_module_reaches_into_another_modules_private_names() -> None:
+    assert private_reaches(sorted((ROOT / "compat").rglob("*.py"))) == []
+
+
+def test_the_private_name_check_sees_an_import_and_an_attribute(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from compat import params as p, _features\n"
+        "from compat.params import _resolve, set_module_tensor\n"
+        "p._resolve(1)\n_features.CUDA_BUILT\n_features._cache\np.__name__\n"
+    )
+    assert private_reaches([src]) == [
+        "m.py:2 from compat.params import _resolve",
+        "m.py:3 p._resolve",
+        "m.py:5 _features._cache",
+    ]
