@@ -33,7 +33,14 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from compat._messages import show
 from compat._record import bad
 
-__all__ = ["SUBCLASS_KEY", "TENSOR_NAMES_KEY", "rebuild", "refusal_note", "split"]
+__all__ = [
+    "SUBCLASS_KEY",
+    "TENSOR_NAMES_KEY",
+    "add_entries",
+    "rebuild",
+    "refusal_note",
+    "split",
+]
 
 SUBCLASS_KEY: Final = "__compat_subclasses__"
 TENSOR_NAMES_KEY: Final = "tensor_names"  # TorchAO's list of the weights it encoded
@@ -152,6 +159,23 @@ def split(tensors: object) -> tuple[object, dict[str, str]]:
         layout[TENSOR_NAMES_KEY] = json.dumps(sorted(marker))
         layout[SUBCLASS_KEY] = json.dumps({"version": _FORMAT, "tensors": marker}, sort_keys=True)
     return plain, layout
+
+
+def add_entries(
+    to_save: Mapping[str, torch.Tensor], record: dict[str, str], layout: Mapping[str, str]
+) -> dict[str, str]:
+    """``record`` (compat's metadata) with the metadata of TorchAO's layout (:func:`split`)
+    added; ValueError, naming the key, where a key of the layout is also a key of the record or
+    a tensor name of ``to_save``."""
+    for key, value in layout.items():
+        if key in record or key in to_save:
+            raise ValueError(
+                f"key {key!r} is needed by TorchAO's format for the tensor classes in this state "
+                "dict and is also a name compat's record or the state dict uses; accepted: "
+                "tensor names other than it"
+            )
+        record[key] = value
+    return record
 
 
 def rebuild(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None) -> None:

@@ -304,21 +304,6 @@ def _preference(preferred: Iterable[str]) -> dict[str, int]:
     return rank
 
 
-def _with_torchao_entries(
-    to_save: Mapping[str, torch.Tensor], record: dict[str, str], layout: Mapping[str, str]
-) -> dict[str, str]:
-    """``record`` with the metadata of TorchAO's layout added; ValueError on a shared key."""
-    for key, value in layout.items():
-        if key in record or key in to_save:
-            raise ValueError(
-                f"key {key!r} is needed by TorchAO's format for the tensor classes in this state "
-                "dict and is also a name compat's record or the state dict uses; accepted: "
-                "tensor names other than it"
-            )
-        record[key] = value
-    return record
-
-
 # --- public --------------------------------------------------------------------------------------
 
 
@@ -401,7 +386,7 @@ def dedup_for_save(
     tensors_with_data = _with_data(leaves)
     plan = _save_plan.plan(leaves, tensors_with_data, _preference(preferred))
     to_save, record = _Writer(plan, leaves, tensors_with_data).write()
-    return to_save, _with_torchao_entries(to_save, record, layout)
+    return to_save, _torchao_format.add_entries(to_save, record, layout)
 
 
 def restore_aliases(
