@@ -35,6 +35,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import compat
+from compat import _record
 from compat.saving import UnsavableTensorError
 from tests.common import torchao_api
 from tests.common.roundtrip import assert_same_tensor, assert_same_weight
@@ -131,30 +132,77 @@ def _encodable_scheme() -> Any:
     pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
 
 
-def _tamper_type(meta: dict[str, str]) -> None:
-    entry = json.loads(meta["0.weight"])
-    meta["0.weight"] = json.dumps({**entry, "_type": "AffineQuantizedTensor"})
+def _entry(meta: dict[str, str], **changes: Any) -> None:
+    meta["0.weight"] = json.dumps({**json.loads(meta["0.weight"]), **changes})
 
 
-def _tamper_fields(meta: dict[str, str]) -> None:
-    entry = json.loads(meta["0.weight"])
-    meta["0.weight"] = json.dumps({**entry, "_tensor_data_names": ["qdata", "__class__"]})
+def _marker(meta: dict[str, str], tensors: object) -> None:
+    meta["__compat_subclasses__"] = json.dumps({"version": 1, "tensors": tensors})
 
 
-def _tamper_marker(meta: dict[str, str]) -> None:
-    meta["__compat_subclasses__"] = json.dumps(
-        {"version": 1, "tensors": {"0.bias": {"tuples": []}}}
-    )
+def _torchao() -> tuple[str, str]:
+    """The installed TorchAO's version and the classes its format encodes, as refusals say them."""
+    import torchao
+
+    return str(torchao.__version__), ", ".join(sorted(torchao_api.encoded_classes()))
 
 
-TAMPERINGS: dict[str, tuple[Callable[[dict[str, str]], None], str]] = {
-    "not JSON": (lambda m: m.update({"0.weight": "{"}), "'0.weight'.*not valid JSON"),
-    "a class the format does not encode": (_tamper_type, "'0.weight'.*AffineQuantizedTensor"),
-    "an inner tensor no class has": (_tamper_fields, "'0.weight'.*inner tensors"),
-    "a weight over a stored name": (_tamper_marker, "'0.bias'"),
+# what a tampering does to a saved Int8-style record, the entry the refusal names, and what it says
+# of it (the whole message: compat._record.bad's frame around it)
+TAMPERINGS: dict[
+    str, tuple[Callable[[dict[str, str], dict[str, torch.Tensor]], None], str, str]
+] = {
+    "not JSON": (
+        lambda m, d: m.update({"0.weight": "{"}),
+        "0.weight",
+        "its metadata is not valid JSON (Expecting property name enclosed in double quotes: line "
+        "1 column 2 (char 1))",
+    ),
+    "a class the format does not encode": (
+        lambda m, d: _entry(m, _type="AffineQuantizedTensor"),
+        "0.weight",
+        "class 'AffineQuantizedTensor' (str) is none TorchAO {version}'s format encodes; "
+        "accepted: {classes}",
+    ),
+    "an inner tensor no class has": (
+        lambda m, d: _entry(m, _tensor_data_names=["qdata", "__class__"]),
+        "0.weight",
+        "its inner tensors ['qdata', '__class__'] (list) are not {cls}'s: {allowed}",
+    ),
+    "a weight over a stored name": (
+        lambda m, d: _marker(m, {"0.bias": {"tuples": []}}),
+        "0.bias",
+        "a recorded TorchAO weight must be a str naming no stored tensor",
+    ),
     "a record of another version": (
-        lambda m: m.update({"__compat_subclasses__": '{"version": 9, "tensors": {}}'}),
-        "'__compat_subclasses__'",
+        lambda m, d: m.update({"__compat_subclasses__": '{"version": 9, "tensors": {}}'}),
+        "__compat_subclasses__",
+        "expected {{'version': 1, 'tensors': ...}}",
+    ),
+    "a compat entry of another shape": (
+        lambda m, d: _marker(m, {"0.weight": {"tuples": [], "more": 1}}),
+        "0.weight",
+        "its compat entry is not {{'tuples': [...]}}",
+    ),
+    "a TorchAO entry without _data": (
+        lambda m, d: m.update({"0.weight": json.dumps({"_type": "x"})}),
+        "0.weight",
+        "its TorchAO entry is not an object with '_type' and '_data'",
+    ),
+    "an inner tensor missing from the file": (
+        lambda m, d: d.pop(next(k for k in sorted(d) if k.startswith("0._weight_"))),
+        "0.weight",
+        "its inner tensor {missing!r} is not stored",
+    ),
+    "a tuple field the class lacks": (
+        lambda m, d: _marker(m, {"0.weight": {"tuples": ["no_such_field"]}}),
+        "0.weight",
+        "its tuple fields ['no_such_field'] (list) are not {cls}'s",
+    ),
+    "attributes TorchAO cannot build from": (
+        lambda m, d: _entry(m, _data={**json.loads(m["0.weight"])["_data"], "no_such_kw": 1}),
+        "0.weight",
+        "TorchAO {version} cannot build it (",
     ),
 }
 
@@ -163,12 +211,33 @@ TAMPERINGS: dict[str, tuple[Callable[[dict[str, str]], None], str]] = {
 def test_a_tampered_torchao_record_is_refused_naming_the_entry(
     tampering: str, tmp_path: Path
 ) -> None:
+    """A file is untrusted: each way its TorchAO record can be wrong is refused with the entry's
+    name and what is wrong with it, word for word, and nothing is returned half built."""
     lin = torchao_api.quantize_(torch.nn.Linear(64, 32), _encodable_scheme())
-    data, meta = compat.dedup_for_save({"0.weight": lin.weight.detach(), "0.bias": lin.bias})
-    change, pattern = TAMPERINGS[tampering]
-    change(meta)
-    with pytest.raises(ValueError, match=pattern):
+    weight = lin.weight.detach()
+    data, meta = compat.dedup_for_save({"0.weight": weight, "0.bias": lin.bias})
+    inner = sorted(k for k in data if k.startswith("0._weight_"))
+    change, name, what = TAMPERINGS[tampering]
+    change(meta, data)
+    version, classes = _torchao()
+    fields = type(weight).tensor_data_names + getattr(
+        type(weight), "optional_tensor_data_names", []
+    )
+    missing = inner[0] if tampering == "an inner tensor missing from the file" else ""
+    said = what.format(
+        version=version, classes=classes, cls=type(weight).__name__, allowed=fields, missing=missing
+    )
+    expected = str(_record.bad(name, said))
+    with pytest.raises(ValueError) as info:
         compat.restore_aliases(data, meta)
+    if tampering == "attributes TorchAO cannot build from":  # TorchAO's own words follow
+        frame = expected.split(" (", 1)[0]
+        assert str(info.value).startswith(
+            frame.removesuffix(" cannot build it") + " cannot build it ("
+        )
+        assert "no_such_kw" in str(info.value)
+    else:
+        assert str(info.value) == expected
 
 
 def test_an_inner_tensor_key_that_is_already_taken_is_refused(tmp_path: Path) -> None:
