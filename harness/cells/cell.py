@@ -648,7 +648,7 @@ def _test_run(
 def _blocked_run(
     plan: CellPlan,
     env: dict[str, str],
-    run: Callable[[list[str], dict[str, str], bool], Ran],
+    run: RunCommand,
     result: CellResult,
 ) -> carry.Source | Ran | None:
     """The source cell's first run: the whole suite with TorchAO blocked, in the cell's

@@ -83,52 +83,53 @@ def plan(
         if not new_releases.watched(cell) or not failing:
             continue
         cid = str(cell.get("id"))
-        suspects = new_releases.seen(matrix, [cell])
         if cell.get("backend") not in backends:
             notes.append(_note(cid, f"backend {cell.get('backend')} is not on this runner"))
-        elif not suspects:
+            continue
+        suspects = new_releases.seen(matrix, [cell])
+        if not suspects:
             notes.append(_note(cid, "red without a release above the pins: nothing to bisect"))
-        for found in suspects if cell.get("backend") in backends else ():
+        tests = tuple(failing[:max_tests])
+        for found in suspects:
+            dist, high = found["dist"], found["version"]
             if found["highest_pin"] == "none":
-                notes.append(_note(cid, f"{found['dist']}: no pin to start from", found))
+                notes.append(_note(cid, f"{dist}: no pin to start from", dist=dist, high=high))
                 continue
-            tests = tuple(failing[:max_tests])
-            key = (found["dist"], found["version"], tests)
-            jobs.setdefault(
-                key, Job(cid, found["dist"], found["highest_pin"], found["version"], tests)
-            )
+            jobs.setdefault((dist, high, tests), Job(cid, dist, found["highest_pin"], high, tests))
     return list(jobs.values()), notes
 
 
-def _note(cell: str, why: str, found: Mapping[str, str] | None = None) -> dict[str, str]:
-    out = {"cell": cell, "status": "not bisected", "reason": why}
-    if found:
-        out.update(dist=found["dist"], high=found["version"])
-    return out
+def _note(cell: str, why: str, **suspect: str) -> dict[str, str]:
+    """A red cell (or one suspect of it: ``dist``, ``high``) left alone, and why."""
+    return {"cell": cell, "status": "not bisected", "reason": why, **suspect}
+
+
+def _finding(job: Job, **fields: Any) -> dict[str, Any]:
+    """What a job found: the job's own fields, then the outcome's."""
+    return {**asdict(job), "tests": list(job.tests), **fields}
 
 
 def run_job(job: Job, target: Target, echo: TextIO | None) -> dict[str, Any]:
     """Bisect one suspect in its target: the answer, or why it was cleared or refused."""
     pre = Version(job.high).is_prerelease or Version(job.low).is_prerelease
     request = Request(job.dist, job.low, job.high, job.tests, None, pre)
-    base = {**asdict(job), "tests": list(job.tests)}
     try:
         result = bisection.bisect(request, target, echo)
     except Refused as exc:
         cleared = "both ends give the same outcome" in str(exc)
-        return {**base, "status": "cleared" if cleared else "refused", "reason": str(exc)}
+        return _finding(job, status="cleared" if cleared else "refused", reason=str(exc))
     answer = result["answer"]
-    return {
-        **base,
-        "status": "answered",
-        "first": answer["first"],
-        "candidates": answer["candidates"],
-        "verdict": answer["verdict"],
-        "changes": answer["changes"],
-        "headline": bisection.headline(result),
-        "probes": len(result["probes"]),
-        "seconds": result["seconds"],
-    }
+    return _finding(
+        job,
+        status="answered",
+        first=answer["first"],
+        candidates=answer["candidates"],
+        verdict=answer["verdict"],
+        changes=answer["changes"],
+        headline=bisection.headline(result),
+        probes=len(result["probes"]),
+        seconds=result["seconds"],
+    )
 
 
 def line(finding: Mapping[str, Any]) -> str:
@@ -192,8 +193,7 @@ def run(jobs: Sequence[Job], target_for: TargetFor, echo: TextIO | None) -> list
         try:
             finding = run_job(job, target_for(job), echo)
         except Refused as exc:
-            finding = {**asdict(job), "tests": list(job.tests), "status": "refused"}
-            finding["reason"] = str(exc)
+            finding = _finding(job, status="refused", reason=str(exc))
         out.append(finding)
     return out
 
@@ -219,7 +219,10 @@ def load_cells(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return cells
 
 
-def write(findings: list[dict[str, Any]], notes: list[dict[str, str]], reports: Path) -> Path:
+def write(
+    findings: list[dict[str, Any]], notes: list[dict[str, str]], reports: Path
+) -> tuple[Path, str]:
+    """Write nightly-bisect.json and .md; the JSON's path and the Markdown."""
     every = [*findings, *notes]
     for finding in every:
         finding["line"] = line(finding)
@@ -227,8 +230,9 @@ def write(findings: list[dict[str, Any]], notes: list[dict[str, str]], reports: 
     reports.mkdir(parents=True, exist_ok=True)
     out = reports / f"{OUT}.json"
     out.write_text(json.dumps({"schema": 1, "findings": every}, indent=2) + "\n")
-    (reports / f"{OUT}.md").write_text(render_markdown(every))
-    return out
+    markdown = render_markdown(every)
+    (reports / f"{OUT}.md").write_text(markdown)
+    return out, markdown
 
 
 def main(argv: Sequence[str] | None = None, *, echo: TextIO = sys.stdout) -> int:
@@ -248,16 +252,14 @@ def main(argv: Sequence[str] | None = None, *, echo: TextIO = sys.stdout) -> int
     matrix = load_matrix(args.matrix)
     jobs, notes = plan(matrix, cells, backends=args.backend or ["cpu"], max_tests=args.max_tests)
     for job in jobs[args.max_jobs :]:
-        notes.append(_note(job.cell, f"over --max-jobs {args.max_jobs}", _as_found(job)))
+        notes.append(
+            _note(job.cell, f"over --max-jobs {args.max_jobs}", dist=job.dist, high=job.high)
+        )
     target_for = cell_target(matrix, args.reports, interpreters.uv_bin())
     findings = run(jobs[: args.max_jobs], target_for, echo)
-    out = write(findings, notes, args.reports)
-    echo.write("\n" + (args.reports / f"{OUT}.md").read_text() + f"\n→ {out}\n")
+    out, markdown = write(findings, notes, args.reports)
+    echo.write(f"\n{markdown}\n→ {out}\n")
     return 0
-
-
-def _as_found(job: Job) -> dict[str, str]:
-    return {"dist": job.dist, "version": job.high}
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import argparse
 import json
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -302,31 +302,36 @@ def _flag(flag: str) -> Callable[[str], bool | None]:
     return parse
 
 
+def _entries(
+    paths: tuple[Path, ...], key: str, needs: tuple[str, ...]
+) -> Iterator[Mapping[str, Any]]:
+    """The entries listed under ``key`` in each JSON file; none from a file that is absent or
+    unreadable or whose ``key`` is no list, and an entry that is no object or lacks one of
+    ``needs`` ends its file's list."""
+    for path in paths:
+        try:
+            for entry in json.loads(path.read_text()).get(key, []):
+                if not isinstance(entry, Mapping) or any(n not in entry for n in needs):
+                    break
+                yield entry
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+
+
 def load_new_releases(*paths: Path) -> tuple[str, ...]:
     """The "new release seen" lines of reports' matrix.json (harness.report.pages), each once;
     none from a report that is absent or unreadable (a night without its report says so through
     its missing parts; the prerelease tier's is optional)."""
-    lines: dict[str, None] = {}
-    for path in paths:
-        try:
-            found = json.loads(path.read_text()).get("new_releases", [])
-            lines.update((str(entry["line"]), None) for entry in found)
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            continue
+    lines = dict.fromkeys(str(e["line"]) for e in _entries(paths, "new_releases", ("line",)))
     return tuple(lines)
 
 
 def load_bisected(*paths: Path) -> tuple[tuple[str, ...], int]:
-    """The bisect step's lines (harness.ci.nightly_bisect's nightly-bisect.json), each once, and how
-    many name a release that broke tests; nothing from a file that is absent or unreadable (the
-    step runs only with the prerelease tier, and is never fatal)."""
-    lines: dict[str, bool] = {}
-    for path in paths:
-        try:
-            found = json.loads(path.read_text())["findings"]
-            lines.update((str(f["line"]), f["broke"] is True) for f in found)
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            continue
+    """The bisect step's lines (harness.ci.nightly_bisect's nightly-bisect.json), each once, and
+    how many name a release that broke tests; nothing from a file that is absent or unreadable
+    (the step runs only with the prerelease tier, and is never fatal)."""
+    found = _entries(paths, "findings", ("line", "broke"))
+    lines = {str(e["line"]): e["broke"] is True for e in found}
     return tuple(lines), sum(lines.values())
 
 

@@ -103,15 +103,8 @@ def unknown_names(named: list[tuple[str, str]]) -> list[str]:
                 bad.append(f"{where}: {path}")
         bad += [f"{where}: {d}" for d in DOTTED.findall(text) if not resolves(d)]
         for module, name in SHORT.findall(text):
-            path = short_modules().get(module)
-            if (
-                path is not None
-                and name not in top_level(path)
-                and module_file(
-                    f"{path.relative_to(ROOT).with_suffix('')}".replace("/", ".") + f".{name}"
-                )
-                is None
-            ):
+            path = short_modules().get(module)  # a module file: a name of it, never a submodule
+            if path is not None and name not in top_level(path):
                 bad.append(f"{where}: {module}.{name}")
     return bad
 

@@ -185,7 +185,7 @@ def harness_modules_bound(tree: ast.Module) -> set[str]:
     return bound
 
 
-def wide_calls(paths: list[Path]) -> list[str]:
+def wide_calls(paths: list[Path], root: Path = ROOT) -> list[str]:
     """Each call to a fixed-arity harness function or class (by name, or through a harness
     module the file imports) with more than MAX_POSITIONAL positional arguments, as
     ``file:line name(N)``; a call of another library's method (``session.run``) is not one."""
@@ -203,7 +203,7 @@ def wide_calls(paths: list[Path]) -> list[str]:
             elif isinstance(func, ast.Attribute) and getattr(func.value, "id", "") in modules:
                 name = func.attr
             if name in names and not any(isinstance(a, ast.Starred) for a in node.args):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}({len(node.args)})")
+                found.append(f"{path.relative_to(root)}:{node.lineno} {name}({len(node.args)})")
     return found
 
 
@@ -220,12 +220,8 @@ def test_the_size_checks_see_a_long_function_and_a_wide_call(tmp_path: Path) -> 
         "seven(1, 2, 3, 4, 5, 6, g=7)\n"
     )
     assert big_units(src) == [f"function big: {MAX_FUNCTION + 1} lines"]
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        assert wide_calls([src]) == ["big.py:" + str(len(body.splitlines()) + 10) + " seven(7)"]
-    finally:
-        ROOT = saved
+    line = len(body.splitlines()) + 10
+    assert wide_calls([src], root=tmp_path) == [f"big.py:{line} seven(7)"]
 
 
 # --- compat's modules keep their private names to themselves -------------------------------------

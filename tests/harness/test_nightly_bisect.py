@@ -207,7 +207,7 @@ def test_a_red_prerelease_cell_is_bisected_to_its_first_bad_release_and_reported
     ]
     assert innocent["status"] == "cleared", innocent
 
-    written = nightly.write(findings, notes, tmp_path / "reports")
+    written, _ = nightly.write(findings, notes, tmp_path / "reports")
     lines, first_bad = nightly_issue.load_bisected(written)
     assert first_bad == 1 and len(lines) == 2
     assert f"**{CULPRIT} {FIRST_BAD}** broke `test_demo.py::test_value`" in lines[0]

@@ -672,6 +672,32 @@ def test_a_failed_mutation_run_never_uploads_the_committed_report(
 
 # --- new releases seen: the report's lines in the issue ---------------------------------------
 
+
+def produced_night(
+    github: FakeGitHub, *, matrix: str, verdict: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The issue job's script step and its environment on a night whose matrix (``matrix``: its
+    result, ``verdict``: its gate's) and history jobs produced everything, against the fake API."""
+    (script,) = [
+        s for s in NIGHTLY["issue"]["steps"] if "harness.ci.nightly_issue" in s.get("run", "")
+    ]
+    context = {
+        "needs.matrix.result": matrix,
+        "needs.matrix.outputs.verdict": verdict,
+        "needs.history.result": "success",
+        "needs.history.outputs.cells": "3",
+        "needs.history.outputs.report": "true",
+        "needs.history.outputs.aggregate-gate": "true",
+        "github.token": "token-for-the-test",
+        "github.server_url": "https://github.com",
+        "github.repository": REPO,
+        "github.run_id": "42",
+    }
+    env = {k: render(v, context) for k, v in script["env"].items()}
+    env |= {k: v for k, v in api_env(github).items() if k.startswith("GITHUB_")}
+    return script, env
+
+
 SEEN = (
     "new release seen: safetensors 0.9.0rc1, not in matrix.toml (highest pin: 0.8.0; "
     "installed by torchlatest-aolatest-pre-cpu)"
@@ -689,23 +715,8 @@ def test_the_issue_names_the_new_releases_the_report_saw_before_the_table() -> N
 def test_the_issue_job_reads_the_new_releases_from_the_nights_report(
     github: FakeGitHub, tmp_path: Path
 ) -> None:
-    (script,) = [
-        s for s in NIGHTLY["issue"]["steps"] if "harness.ci.nightly_issue" in s.get("run", "")
-    ]
-    context = {  # a red night that produced everything: the gate found a regression
-        "needs.matrix.result": "failure",
-        "needs.matrix.outputs.verdict": "fail",
-        "needs.history.result": "success",
-        "needs.history.outputs.cells": "3",
-        "needs.history.outputs.report": "true",
-        "needs.history.outputs.aggregate-gate": "true",
-        "github.token": "token-for-the-test",
-        "github.server_url": "https://github.com",
-        "github.repository": REPO,
-        "github.run_id": "42",
-    }
-    env = {k: render(v, context) for k, v in script["env"].items()}
-    env |= {k: v for k, v in api_env(github).items() if k.startswith("GITHUB_")}
+    # a red night that produced everything: the gate found a regression
+    script, env = produced_night(github, matrix="failure", verdict="fail")
     work = tmp_path / "work"
     (work / "nightly").mkdir(parents=True)
     (work / "nightly" / "gate.json").write_text(json.dumps(gate_result(False)))
@@ -739,23 +750,8 @@ def test_the_issue_job_opens_the_issue_on_a_green_gate_when_a_new_release_broke_
     """issue 42 item 5: the gate does not judge the prerelease tier, so a green gate with a
     bisected break is a red night: the issue opens and names the first bad release; a finding
     that only cleared a release (or none at all) leaves the night green."""
-    (script,) = [
-        s for s in NIGHTLY["issue"]["steps"] if "harness.ci.nightly_issue" in s.get("run", "")
-    ]
-    context = {  # a night that produced everything, and a green gate
-        "needs.matrix.result": "success",
-        "needs.matrix.outputs.verdict": "pass",
-        "needs.history.result": "success",
-        "needs.history.outputs.cells": "3",
-        "needs.history.outputs.report": "true",
-        "needs.history.outputs.aggregate-gate": "true",
-        "github.token": "token-for-the-test",
-        "github.server_url": "https://github.com",
-        "github.repository": REPO,
-        "github.run_id": "42",
-    }
-    env = {k: render(v, context) for k, v in script["env"].items()}
-    env |= {k: v for k, v in api_env(github).items() if k.startswith("GITHUB_")}
+    # a night that produced everything, and a green gate
+    script, env = produced_night(github, matrix="success", verdict="pass")
     work = tmp_path / "work"
     (work / "nightly").mkdir(parents=True)
     (work / "nightly" / "gate.json").write_text(json.dumps(gate_result(True)))
