@@ -19,6 +19,7 @@ from torch import nn
 import compat
 from compat.integrations import accelerate as compat_accelerate
 from tests.common import torchao_api
+from tests.common.modules import leaves
 from tests.downstream import models
 from tests.downstream.conftest import scenario
 
@@ -182,21 +183,13 @@ def test_group_offload_copy_of_a_torchao_weight_survives_an_onload_alone() -> No
     hooks = group_offloading()
     model = unet(quantized=True)
     weight = model.time_embedding.linear_1.weight
-    before = [t.clone() for t in inner_tensors(weight)]
+    before = [t.clone() for t in leaves(weight)]
     copy = hooks.ModuleGroup._to_cpu(weight, True)  # low_cpu_mem_usage: no pinned memory here
     hooks._swap_torchao_tensor(weight, copy.to("meta"))  # onload
     hooks._restore_torchao_tensor(weight, copy)  # offload
-    back = inner_tensors(weight)
+    back = leaves(weight)
     assert all(t.device.type == "cpu" for t in back), [t.device for t in back]
     assert all(torch.equal(a, b) for a, b in zip(back, before, strict=True))
-
-
-def inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
-    """The plain tensors inside a TorchAO weight, through ``__tensor_flatten__`` recursively."""
-    if not hasattr(t, "__tensor_flatten__"):
-        return [t]
-    names, _ = t.__tensor_flatten__()
-    return [leaf for n in names for leaf in inner_tensors(getattr(t, n))]
 
 
 class Tied(ModelMixin, ConfigMixin):  # type: ignore[misc]

@@ -26,31 +26,13 @@ from torch import nn
 
 import compat
 from tests.common import messages, torchao_api
-from tests.common.modules import get
+from tests.common.modules import get, leaves
 from tests.common.strategies import torchao_linears
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def leaves(t: torch.Tensor) -> list[torch.Tensor]:
-    """Every plain tensor inside ``t``, through ``__tensor_flatten__`` recursively.
-
-    ``__tensor_flatten__`` may also name opaque, non-tensor members (DTensor names its
-    ``device_mesh`` there from torch 2.12): they hold no data, so they are not leaves.
-    """
-    flatten = getattr(type(t), "__tensor_flatten__", None)
-    if flatten is None:
-        return [t]
-    names, _ctx = t.__tensor_flatten__()  # type: ignore[attr-defined]
-    out: list[torch.Tensor] = []
-    for inner in names:
-        child = getattr(t, inner)
-        if isinstance(child, torch.Tensor):
-            out.extend(leaves(child))
-    return out
 
 
 def snapshot(module: nn.Module) -> list[tuple[Any, ...]]:

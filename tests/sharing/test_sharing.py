@@ -24,6 +24,7 @@ from torch.testing._internal.two_tensor import TwoTensor
 import compat
 from compat import _overlap, saving
 from tests.common import oracle, torchao_api
+from tests.common.modules import leaves
 from tests.common.roundtrip import (
     FINDERS,
     assert_groups_match_the_oracle,
@@ -240,15 +241,6 @@ def test_b7_meta_and_fake_tensors_are_grouped_by_storage() -> None:
         compat.dedup_for_save({"w": m})
 
 
-def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
-    attrs, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]
-    out: list[torch.Tensor] = []
-    for attr in attrs:
-        child = getattr(t, attr)
-        out.extend(_inner_tensors(child) if hasattr(child, "__tensor_flatten__") else [child])
-    return out
-
-
 def _finders_see_through(scheme: Callable[[], Any]) -> None:
     """The three finders on a quantized weight under two names, its bias, and its payload."""
     problem = torchao_api.cpu_problem(scheme)
@@ -257,7 +249,7 @@ def _finders_see_through(scheme: Callable[[], Any]) -> None:
     torch.manual_seed(0)
     lin = torchao_api.quantize_(torch.nn.Linear(32, 8), scheme())
     w = lin.weight
-    int_data = max(_inner_tensors(w), key=lambda t: t.numel())  # the 8-bit payload
+    int_data = max(leaves(w), key=lambda t: t.numel())  # the 8-bit payload
     assert int_data.dtype in (torch.int8, getattr(torch, "float8_e4m3fn", torch.int8))
     sd = {"w": w, "tied": w, "bias": lin.bias}
     for find, _ in FINDERS.values():
