@@ -26,8 +26,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_impl
 
-from compat import _features
-from compat import params as _params
+from compat import _features, _move
 from compat._messages import check_module, type_name
 from compat._messages import names as listed
 from compat.device import DeviceLike, default_device, normalize_device
@@ -220,11 +219,11 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
             "such as 'meta', 'cpu' or 'cuda:0', or an accelerator index"
         )
 
-    def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _params.Kind) -> Any:
+    def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _move.Kind) -> Any:
         if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
             return None
         label = f"{type(module).__name__}.{name}"
-        move = _params.plan_move(label, kind, tensor, tensor, dev)
+        move = _move.plan_move(label, kind, tensor, tensor, dev)
         if move is None:
             return None
         held = move.apply()
@@ -261,7 +260,7 @@ class _Group:
     """One tensor object and every place it is registered (ties share a group)."""
 
     tensor: torch.Tensor
-    kind: _params.Kind
+    kind: _move.Kind
     names: list[str] = field(default_factory=list)
     # (module, name, registry): one object may be a parameter of one module and a buffer of another
     owners: list[tuple[nn.Module, str, dict[str, Any]]] = field(default_factory=list)
@@ -288,12 +287,12 @@ _UNINITIALISED_ACCEPTED: Final = (
 )
 
 
-def _scratch(tensor: torch.Tensor, kind: _params.Kind) -> torch.Tensor:
+def _scratch(tensor: torch.Tensor, kind: _move.Kind) -> torch.Tensor:
     """A meta stand-in with the same shape and dtype, so an initialiser cannot overwrite it."""
     empty = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
     if kind == "buffer":
         return empty
-    rg = tensor.requires_grad and _params.can_require_grad(tensor.dtype)
+    rg = tensor.requires_grad and _move.can_require_grad(tensor.dtype)
     return nn.Parameter(empty, requires_grad=rg)
 
 
@@ -385,7 +384,7 @@ def materialize(
     values = _state_values(state_dict)
     steps = _plan(module, values, strict)
     # Build every replacement before touching the module.
-    built: list[tuple[_Group, _params.Move]] = []
+    built: list[tuple[_Group, _move.Move]] = []
     for step in steps:
         move = step.build(dev)
         if move is not None:
@@ -430,9 +429,9 @@ class _Install:
     group: _Group
     value: torch.Tensor
 
-    def build(self, dev: torch.device) -> _params.Move | None:
+    def build(self, dev: torch.device) -> _move.Move | None:
         g = self.group
-        return _params.plan_move(g.names[0], g.kind, g.tensor, self.value, dev)
+        return _move.plan_move(g.names[0], g.kind, g.tensor, self.value, dev)
 
 
 @dataclass(frozen=True)
@@ -441,9 +440,9 @@ class _Keep:
 
     group: _Group
 
-    def build(self, dev: torch.device) -> _params.Move | None:
+    def build(self, dev: torch.device) -> _move.Move | None:
         g = self.group
-        return _params.plan_move(g.names[0], g.kind, g.tensor, g.tensor, dev)
+        return _move.plan_move(g.names[0], g.kind, g.tensor, g.tensor, dev)
 
 
 @dataclass(frozen=True)
@@ -454,10 +453,10 @@ class _Init:
     group: _Group
     initialiser: nn.Module | None
 
-    def build(self, dev: torch.device) -> _params.Move | None:
+    def build(self, dev: torch.device) -> _move.Move | None:
         g = self.group
         empty = torch.empty(g.tensor.shape, dtype=g.tensor.dtype, device=dev)
-        return _params.plan_move(g.names[0], g.kind, g.tensor, empty, None)
+        return _move.plan_move(g.names[0], g.kind, g.tensor, empty, None)
 
 
 _Step = _Install | _Keep | _Init
@@ -492,7 +491,7 @@ def _plan(module: nn.Module, values: dict[str, torch.Tensor], strict: bool) -> l
         elif g.tensor.device.type != "meta":
             steps.append(_Keep(g))
         else:
-            if not _params.allocatable(g.tensor):
+            if not _move.allocatable(g.tensor):
                 raise ValueError(
                     f"{g.kind} {g.names[0]!r} is a meta {type_name(g.tensor)}, which cannot be "
                     "given fresh storage (a wrapper subclass has its own layout); accepted: its "

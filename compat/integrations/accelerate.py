@@ -32,7 +32,7 @@ from typing import Any, Final, NoReturn
 import torch
 from torch import nn
 
-from compat import params as _params
+from compat import _move
 from compat._messages import show
 from compat.device import normalize_device
 from compat.integrations._patching import Patch
@@ -95,7 +95,7 @@ def _accelerate_original() -> Callable[..., Any]:
 def _storage_key(t: torch.Tensor) -> int | None:
     """``data_ptr()`` as accelerate keys its tied-parameter map, or None where it means nothing:
     a meta tensor and a wrapper subclass (0, or an error) would all share one key."""
-    if t.device.type == "meta" or not _params.is_plain(t):
+    if t.device.type == "meta" or not _move.is_plain(t):
         return None
     try:
         ptr = int(t.data_ptr())
@@ -226,7 +226,7 @@ def _install_new(
     module: nn.Module,
     entry: tuple[dict[str, Any], str],
     tensor_name: str,
-    kind: _params.Kind,
+    kind: _move.Kind,
     old: torch.Tensor,
     value: torch.Tensor | None,
     target: torch.device,
@@ -240,18 +240,16 @@ def _install_new(
     subclass_cast = None
     if cast is not None and source.dtype != cast:
         source, subclass_cast = _cast_source(source, cast, target, non_blocking)
-    if kind == "parameter" and old.requires_grad and not _params.can_require_grad(source.dtype):
+    if kind == "parameter" and old.requires_grad and not _move.can_require_grad(source.dtype):
         nn.Parameter(source.detach(), requires_grad=True)  # torch's own refusal, as accelerate's
     with torch.no_grad():  # the rules of compat.set_module_tensor, the name already resolved
-        move = _params.plan_move(
-            tensor_name, kind, old, source, target, subclass_cast, non_blocking
-        )
+        move = _move.plan_move(tensor_name, kind, old, source, target, subclass_cast, non_blocking)
         return old if move is None else _replacing(move).install(module, [entry])
 
 
 def _locate(
     module: nn.Module, tensor_name: str
-) -> tuple[nn.Module, str, _params.Kind, torch.Tensor] | None:
+) -> tuple[nn.Module, str, _move.Kind, torch.Tensor] | None:
     """``(owner, leaf, kind, tensor)`` found as accelerate finds it (attributes along the dotted
     path, then the owner's parameters, then its buffers), or None where accelerate refuses."""
     if not isinstance(module, nn.Module) or not isinstance(tensor_name, str):
@@ -328,7 +326,7 @@ def _accelerate_would_tie(
     return False
 
 
-def _replacing(move: _params.Move) -> _params.Move:
+def _replacing(move: _move.Move) -> _move.Move:
     """The same move, installed as a new object instead of swapped into the old one."""
     return dataclasses.replace(move, swappable=False)
 
@@ -351,13 +349,13 @@ def _cast_source(
     dtype, as accelerate casts it (a parameter that requires grad then refuses a non-floating
     one: ValueError); a subclass is cast by compat, which checks that its ``.to()`` honoured
     it, and only to a dtype that can require grad."""
-    if _params.is_plain(source):
+    if _move.is_plain(source):
         return source.to(device=target, dtype=cast, non_blocking=non_blocking), None
-    return source, cast if _params.can_require_grad(cast) else None
+    return source, cast if _move.can_require_grad(cast) else None
 
 
 def _cast_for(
-    kind: _params.Kind,
+    kind: _move.Kind,
     old: torch.Tensor,
     value: torch.Tensor | None,
     wanted: torch.dtype | None,

@@ -487,6 +487,7 @@ ROUNDS = {"sharing": sharing_round, "device": device_round, "move": move_round, 
 REACHES = {
     "compat/device.py": ("device", "move", "meta"),
     "compat/params.py": ("move", "meta"),
+    "compat/_move.py": ("move", "meta"),
     "compat/meta.py": ("meta",),
 }
 SHARING_ONLY = ("sharing",)  # sharing, saving, _record, _storage, _overlap, _value_bits, ...

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from compat import _messages, _record, _storage, device, meta, params
+from compat import _messages, _move, _record, _storage, device, meta
 
 # what compat accepts where it refuses a device or a device index (compat/device.py)
 DEVICE_ACCEPTED = device._ACCEPTED
@@ -37,14 +37,14 @@ def record_entry(name: str, what: str) -> str:
 def unknown_name(owner: str, name: str, examples: str) -> str:
     """set_module_tensor's refusal of ``name``, which module class ``owner`` does not hold;
     ``examples`` is what the message lists (the module's first names, or that it has none)."""
-    return f"{owner} has no parameter or buffer named {name!r}; {params._NAMES_ACCEPTED} {examples}"
+    return f"{owner} has no parameter or buffer named {name!r}; {_move.NAMES_ACCEPTED} {examples}"
 
 
 def unresolved_name(name: str, prefix: str, owner: str, examples: str) -> str:
     """set_module_tensor's refusal of ``name`` whose ``prefix`` is no submodule of ``owner``."""
     return (
         f"cannot resolve {name!r}: {prefix!r} is not a submodule of {owner}; "
-        f"{params._NAMES_ACCEPTED} {examples}"
+        f"{_move.NAMES_ACCEPTED} {examples}"
     )
 
 

@@ -75,6 +75,7 @@ def test_the_plan_mutates_every_module_in_the_default_cell_and_branches_in_the_o
     assert plan.modules(default.id, ROOT) == compat
     assert plan.modules(oldest.id, ROOT) == [
         "compat/_features.py",
+        "compat/_move.py",
         "compat/device.py",
         "compat/params.py",
     ]
