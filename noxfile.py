@@ -388,7 +388,7 @@ def _harness_tests(session: nox.Session, echo: Held, stop: Stop) -> Ran:
     }
     cmd = [
         str(Path(session.bin) / "python"),
-        *("-m", "pytest", "tests/harness", "--confcutdir=tests/harness", "-p", "no:cacheprovider"),
+        *("-m", "pytest", "tests/harness", "-p", "no:cacheprovider"),
         f"--numprocesses={workers}",
         "--dist=loadfile",
         f"--junitxml={REPORTS / 'harness-junit.xml'}",

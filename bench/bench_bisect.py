@@ -36,7 +36,7 @@ from harness.matrix.interpreters import uv_bin  # noqa: E402
 from harness.matrix.spec import load  # noqa: E402
 
 TARGET_RATIO = 0.4
-TEST = "tests/drift/test_probes.py::test_accelerate_loads_quantized_weight"
+TEST = "tests/compat/drift/test_probes.py::test_accelerate_loads_quantized_weight"
 
 
 def linear(request: bisection.Request, target: bisection.Target) -> dict[str, Any]:

@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 import compat  # noqa: E402
 from compat import meta as compat_meta  # noqa: E402
 from compat.integrations import accelerate as compat_accelerate  # noqa: E402
+from tests.common import downstream_models as models  # noqa: E402  -- the downstream tests' model and quiet()
 from tests.common import torchao_api  # noqa: E402  -- TorchAO's scheme spelling on every release
-from tests.downstream import models  # noqa: E402  -- the downstream tests' model and quiet()
 
 REPS = 201  # a run is 2-15 ms: many, so that the median is steady on a shared machine
 META_REPS = 41

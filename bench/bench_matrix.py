@@ -232,7 +232,7 @@ def bench_cold(tmp: Path, cache: Path | None, envdir: Path | None) -> dict[str, 
 
 def _suite(python: Path, profile: str, extra: Sequence[str] = ()) -> float:
     env = {**os.environ, "HYPOTHESIS_PROFILE": profile, "OMP_NUM_THREADS": "1"}
-    tests = ["tests", "--ignore=tests/harness", "--ignore=tests/downstream"]
+    tests = ["tests/compat"]
     return timed([str(python), *extra, "-m", "pytest", *tests, "-p", "no:cacheprovider", "-q"], env)
 
 

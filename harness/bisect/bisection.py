@@ -1,7 +1,7 @@
 """Bisect a package's releases against selected tests in one matrix cell.
 
     nox -s bisect -- --package safetensors --from 0.4.5 --to 0.8.0 \\
-        --test tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical \\
+        --test tests/compat/sharing/test_sharing.py::test_save_round_trip_is_bit_identical \\
         [--cell ID] [-k EXPR]
 
 The two ends must give different outcomes for the selected tests. The search finds the first

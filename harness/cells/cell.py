@@ -32,8 +32,8 @@ PROBE = Path(__file__).resolve().parent / "probe.py"
 LOG_TAIL_LINES = 60
 INSTALL_REASON_CHARS = 400  # an install error's reason, installer's message included, at most
 CUT = " … [cut: the cell's output.log has it all]"
-PEERS_ENV, PEERS_FILE = "COMPAT_MATRIX_PEERS", "peers.json"  # tests/downstream/peers/check.py
-UV_ENV = "COMPAT_MATRIX_UV"  # tests/downstream/peers/fetch.py
+PEERS_ENV, PEERS_FILE = "COMPAT_MATRIX_PEERS", "peers.json"  # tests/common/peers/check.py
+UV_ENV = "COMPAT_MATRIX_UV"  # tests/common/peers/fetch.py
 
 
 @dataclass
@@ -81,7 +81,7 @@ class CellResult:
     # how carrying went (harness/cells/carry.py): source, run / carried counts, a refusal's reason,
     # or a full run's comparison
     carry: dict[str, Any] = field(default_factory=dict)
-    # a downstream cell's peer suites (tests/downstream/peers): suite -> release, each run's
+    # a downstream cell's peer suites (tests/common/peers): suite -> release, each run's
     # counts and seconds, regressions, fixed, lifted, stale, skips with their reasons, error
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
     # test paths this run's options deselected here: path -> why (`--peer-suites first`: the
@@ -320,13 +320,10 @@ def cell_pytest_args(
     outdir: Path,
     tests: Sequence[str] = ("tests",),
     reruns: int = 0,
-    ignore: Sequence[str] = (),
 ) -> list[str]:
     rerun_args = [f"--reruns={reruns}"] if reruns else []
     return [
         *tests,
-        "--ignore=tests/harness",
-        *(f"--ignore={path}" for path in ignore),
         "-p",
         "no:cacheprovider",
         f"--junitxml={outdir / 'junit.xml'}",
@@ -357,10 +354,10 @@ def plan_for(
         cell.torch.label, cell.torchao.label, cell.backend.name, cell.group, cell.python
     )
     xfails = [x.as_record() for x in found]
-    tests, ignore = matrix.test_paths(cell)
+    tests = matrix.test_paths(cell)
     deselected = dict(deselect or {})
-    args = cell_pytest_args(cell, outdir, tests, matrix.reruns, ignore)
-    # the uv the cell installs with, for tests that ask the index (tests/downstream/peers/fetch.py)
+    args = cell_pytest_args(cell, outdir, tests, matrix.reruns)
+    # the uv the cell installs with, for tests that ask the index (tests/common/peers/fetch.py)
     env = {**dict(cell.backend.env), **({UV_ENV: uv} if uv else {})}
     return CellPlan(
         cell,
@@ -379,7 +376,7 @@ def plan_for(
 
 # --- what the tests said ------------------------------------------------------------------
 
-CONTROLS_PREFIX = "tests/controls/"
+CONTROLS_PREFIX = "tests/compat/controls/"
 
 
 def control_outcomes(log: evidence.TestLog) -> dict[str, str]:
@@ -424,7 +421,7 @@ def scenario_outcomes(path: Path, log: evidence.TestLog) -> dict[str, dict[str, 
 
 def peer_suites(path: Path) -> dict[str, dict[str, Any]]:
     """The peer suites' verdicts the tests wrote (``peers.json``: suite -> its entry, see
-    tests/downstream/peers/check.py); the entries that are JSON objects, none if the file is
+    tests/common/peers/check.py); the entries that are JSON objects, none if the file is
     missing or bad."""
     try:
         found = json.loads(path.read_text())
@@ -515,7 +512,7 @@ def _cell_files(plan: CellPlan, env: dict[str, str], result: CellResult) -> _Cel
     }
     files.spec.write_text(json.dumps(spec, indent=2))
     env["COMPAT_MATRIX_CELL"] = str(files.spec)
-    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/conftest.py writes it
+    env["COMPAT_MATRIX_DRIFT"] = str(outdir / "drift.json")  # tests/compat/conftest.py writes it
     result.hypothesis_profile = env.get("HYPOTHESIS_PROFILE") or "ci"  # tests/common/profiles.py
     env["COMPAT_MATRIX_SCENARIOS"] = str(files.scenarios)
     env[PEERS_ENV] = str(files.peers)

@@ -437,13 +437,7 @@ def run_installed(
                     detection.python,
                     outdir,
                     [],  # nothing is installed
-                    cell_pytest_args(
-                        cell,
-                        outdir,
-                        matrix.test_paths(cell)[0],
-                        matrix.reruns,
-                        matrix.test_paths(cell)[1],
-                    ),
+                    cell_pytest_args(cell, outdir, matrix.test_paths(cell), matrix.reruns),
                     [x.as_record() for x in xfails],
                     env=environment["backend_env"],
                     cwd=matrix.root,

@@ -40,8 +40,8 @@ EXERCISED: Final = (
     ".github/",  # the workflow files themselves
     "tests/actions/",  # the stand-ins act runs for the marketplace actions
     "tests/workflows/",  # the scenarios, act's driver and the upstream stand-in
-    "tests/conftest.py",  # the crashed-cell scenario appends its fault to it
-    "tests/sharing/test_sharing.py",  # the red gate scenario names a test of it
+    "tests/compat/conftest.py",  # the crashed-cell scenario appends its fault to it
+    "tests/compat/sharing/test_sharing.py",  # the red gate scenario names a test of it
     "tests/downstream/test_accelerate.py",  # the upstream caller's regression names two
     "harness/",  # what the workflows call: cells, matrix, report, ci ...
     ":(exclude)harness/mutation/",  # ... but the mutation run, which no scenario starts

@@ -145,7 +145,7 @@ class ExpectedFailure:
     origin: str = ""  # where it was declared: "xfail[3]"
 
     def as_record(self) -> dict[str, Any]:
-        """The JSON form a cell carries (cell-spec.json) and tests/conftest.py applies."""
+        """The JSON form a cell carries (cell-spec.json) and tests/common/cell_plugin.py applies."""
         return {
             "tests": list(self.tests),
             "reason": self.reason,
@@ -237,13 +237,14 @@ class Matrix:
     peer_requirements: tuple[str, ...] = ()  # the optional peer group (drift cells only)
     peer_tiers: tuple[str, ...] = ()
     downstream: tuple[Downstream, ...] = ()
-    downstream_tests: str = "tests/downstream"  # what a downstream cell runs; others skip it
+    downstream_tests: str = "tests/downstream"  # what a downstream cell runs
+    compat_tests: str = "tests"  # what every other cell runs: compat's own suite
     carry: tuple[
         str, ...
     ] = ()  # axes whose cells carry the verdicts of the tests independent of them
     published: wheels.Published | None = None  # wheels.toml; None: every Python of the axis
     downstream_requirements: tuple[str, ...] = ()  # installed in downstream cells only
-    # the peers' own suites (tests/downstream/peers): the module `--peer-suites first` deselects
+    # the peers' own suites (tests/common/peers): the module `--peer-suites first` deselects
     # in all but one cell of each downstream group; "": none
     peer_suites: str = ""
     prerelease: tuple[str, ...] = ()  # the prerelease tier's distributions (newest, pre included)
@@ -321,12 +322,10 @@ class Matrix:
         downstream = self.downstream_requirements if cell.downstream else ()
         return [*self.test_requirements, *peers, *downstream]
 
-    def test_paths(self, cell: Cell) -> tuple[list[str], list[str]]:
-        """What the cell's pytest collects and what it leaves out: a downstream cell runs the
-        downstream tests only; every other cell runs the rest of tests/."""
-        if cell.downstream:
-            return [self.downstream_tests], []
-        return ["tests"], [self.downstream_tests]
+    def test_paths(self, cell: Cell) -> list[str]:
+        """What the cell's pytest collects: a downstream cell the downstream tier's suite, every
+        other cell compat's own (two folders, each with its own conftest: nothing is left out)."""
+        return [self.downstream_tests if cell.downstream else self.compat_tests]
 
     def cells(
         self,
@@ -707,6 +706,7 @@ RUN_KEYS = (
     "peer_requirements",
     "peer_tiers",
     "downstream_tests",
+    "compat_tests",
     "downstream_requirements",
     "peer_suites",
     "carry",
@@ -752,6 +752,9 @@ def _run_files(run: _Reader) -> dict[str, Any]:
     downstream_tests = run.get("downstream_tests", str, "tests/downstream")
     if not downstream_tests.startswith("tests/"):
         raise run.fail("downstream_tests", "must be a folder under tests/", downstream_tests)
+    compat_tests = run.get("compat_tests", str, "tests")
+    if compat_tests != "tests" and not compat_tests.startswith("tests/"):
+        raise run.fail("compat_tests", "must be tests/ or a folder under it", compat_tests)
     peer_suites = run.get("peer_suites", str, "")
     home = downstream_tests.rstrip("/") + "/"
     if peer_suites and not (peer_suites.startswith(home) and peer_suites.endswith(".py")):
@@ -761,9 +764,23 @@ def _run_files(run: _Reader) -> dict[str, Any]:
         "peer_requirements": run.strings("peer_requirements", []),
         "peer_tiers": peer_tiers,
         "downstream_tests": downstream_tests,
+        "compat_tests": compat_tests,
         "downstream_requirements": run.strings("downstream_requirements", []),
         "peer_suites": peer_suites,
     }
+
+
+def _suites_apart(run: _Reader, compat_tests: str, downstream_tests: str) -> None:
+    """With downstream groups, compat's suite must be a folder apart from the downstream tier's:
+    each cell runs its suite by path, and a folder holding the other would collect it too."""
+    mine, theirs = compat_tests.rstrip("/") + "/", downstream_tests.rstrip("/") + "/"
+    if mine.startswith(theirs) or theirs.startswith(mine):
+        raise run.fail(
+            "compat_tests",
+            f"must be a folder apart from downstream_tests ({downstream_tests!r}), neither "
+            "inside the other, where [[downstream]] groups exist",
+            compat_tests,
+        )
 
 
 def _run_policy(run: _Reader) -> dict[str, Any]:
@@ -903,6 +920,8 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     torch, torchao = _axes(path, doc, published, python[0])
     backends = _backends(path, doc)
     downstream = _downstream(path, doc, torch)
+    if downstream:
+        _suites_apart(run, files["compat_tests"], files["downstream_tests"])
     axes = {
         "torch": [v.label for v in torch],
         "torchao": [v.label for v in torchao],

@@ -147,23 +147,28 @@ def in_changed_lines(mutant: Mapping[str, Any], changed: Mapping[str, set[int]])
 # --- a resurvey: run again only what a full run of the same compat/ did not detect ------------
 
 
-def ignored_tests(plan: Plan) -> list[str]:
-    """The test paths the plan leaves out (``--ignore=...``): changes there judge no mutant."""
-    return [a.split("=", 1)[1].rstrip("/") for a in plan.tests if a.startswith("--ignore=")]
+SHARED_HELPERS = (
+    "tests/common"  # the helper package every suite imports (README: Where a test goes)
+)
 
 
-def tests_changed(root: Path, base: str, ignored: Sequence[str]) -> list[str]:
-    """Files under tests/ that changed since ``base`` other than by adding tests, each with what
-    changed: an added conftest.py (it changes every test below it), a removed or renamed file,
-    a changed one other than by new tests (:func:`harness.mutation.resurvey.tests_added_only`).
-    New test files and new tests only add tests: a mutant they do not kill is still killed by
-    the unchanged test that killed it before."""
-    out = git(root, "diff", "--name-status", "--no-renames", base, "HEAD", "--", "tests/")
+def judging_tests(plan: Plan) -> list[str]:
+    """What the mutants are judged by: the test paths the plan runs (its arguments that are not
+    options), and the shared helpers they import. A change elsewhere judges no mutant."""
+    paths = [a.rstrip("/") for a in plan.tests if not a.startswith("-")]
+    return [*paths, SHARED_HELPERS]
+
+
+def tests_changed(root: Path, base: str, judging: Sequence[str]) -> list[str]:
+    """Files under ``judging`` that changed since ``base`` other than by adding tests, each with
+    what changed: an added conftest.py (it changes every test below it), a removed or renamed
+    file, a changed one other than by new tests
+    (:func:`harness.mutation.resurvey.tests_added_only`). New test files and new tests only add
+    tests: a mutant they do not kill is still killed by the unchanged test that killed it before."""
+    out = git(root, "diff", "--name-status", "--no-renames", base, "HEAD", "--", *judging)
     bad = []
     for line in out.splitlines():
         status, _, name = line.partition("\t")
-        if any(name == i or name.startswith(i + "/") for i in ignored):
-            continue
         if status == "A" and Path(name).name != "conftest.py":
             continue
         if status == "A":
@@ -200,7 +205,7 @@ def load_base(
     if ancestor.returncode != 0:
         raise Refused(f"--resurvey {path}: its commit {commit[:12]} is not an ancestor of HEAD")
     moved = changed_functions(root, commit)
-    changed = tests_changed(root, commit, ignored_tests(plan))
+    changed = tests_changed(root, commit, judging_tests(plan))
     if changed:
         raise Refused(
             f"--resurvey {path}: tests changed since {commit[:12]}: {', '.join(changed)}; a "

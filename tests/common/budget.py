@@ -4,7 +4,7 @@ is reported as such (never hidden, never a failure).
 
 Why: the nightly asks 10,000 examples per property, and a cell has one wall-clock limit for install
 and tests (matrix.toml ``cell_timeout_s``, 1,500 s). Measured on this project's 2-core machine, the
-default cell with 10,000 examples per property needs hours (``tests/sharing/test_sharing.py`` alone
+default cell with 10,000 examples per property needs hours (``tests/compat/sharing/test_sharing.py`` alone
 did not finish in 300 s), so every nightly cell ran past its limit and the night was red by timeout.
 Now the properties of a cell share :data:`SHARE` of the cell's limit, split evenly among the
 properties collected; the rest is for install, collection, the example-based tests and a rerun.
@@ -31,7 +31,7 @@ in all (1,500 s limit), its 36 properties 21 s each; 16 of them stopped at the c
 longest ran 25 s), the others ran their 10,000 examples.
 
 ``$COMPAT_PROPERTY_BUDGET_S`` overrides the total for all properties of the session. A pytest
-plugin: tests/conftest.py registers it (``-p tests.common.budget`` does the same for another suite).
+plugin: tests/common/cell_plugin.py registers it (``-p tests.common.budget`` does the same for another suite).
 
 A property that needs another number of examples than the profile's in the deterministic runs
 says so with ``@pytest.mark.examples(N)`` (:data:`MARKER`), never with ``@settings(max_examples=N)``:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 RUN = "https://github.com/owner/compat-matrix/actions/runs/42"
-TEST = "tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
+TEST = "tests/compat/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 
 
 def snapshot_cell(status: str, tests: dict[str, str]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ RECORD_ACCEPTED = _record.ACCEPTED
 
 def shown(value: object) -> str:
     """A bad value as every refusal shows it: its shortened repr, then its type
-    (``compat._messages.show``; tests/test_messages.py pins that form down)."""
+    (``compat._messages.show``; tests/compat/test_messages.py pins that form down)."""
     return _messages.show(value)
 
 

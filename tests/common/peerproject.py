@@ -1,4 +1,4 @@
-"""A throwaway peer suite for the peer-suite machinery (tests/downstream/peers), run for real.
+"""A throwaway peer suite for the peer-suite machinery (tests/common/peers), run for real.
 
 An sdist (``toypeer-1.0.tar.gz``) whose ``pkg/tests/test_toy.py`` is a peer's own suite in
 miniature, and a session plugin whose "patch" sets ``TOY_PATCHED=1`` for the whole session: so
@@ -18,7 +18,7 @@ import tarfile
 import textwrap
 from pathlib import Path
 
-from tests.downstream.peers.suites import Suite
+from tests.common.peers.suites import Suite
 
 NAME, VERSION = "toypeer", "1.0"
 TEST_ID = "tests/test_toy.py::"
@@ -81,7 +81,7 @@ def test_unpatches():
 PLUGIN = """
 import os
 
-from tests.downstream.peers.plugins.compat_peer_session import Session
+from tests.common.peers.plugins.compat_peer_session import Session
 
 
 class Patch:

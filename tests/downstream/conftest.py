@@ -1,6 +1,7 @@
 """The downstream tier's plumbing: the seeds' scenarios, each written twice.
 
-Every scenario test carries ``@scenario(library, title, route, link)``: ``route`` is ``alone``
+The cell plumbing is compat's suite's (``tests/common/cell_plugin.py``). Every scenario test
+carries ``@scenario(library, title, route, link)`` (``tests/common/scenarios.py``): ``route`` is ``alone``
 (the library as users run it, no compat) or ``compat`` (the same job through compat's API or
 integration, which must pass in every downstream cell). An ``alone`` test asserts the behaviour
 users need; where the library breaks it, it is a strict expected failure: next to the test
@@ -18,26 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-ROUTES = ("alone", "compat")
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def scenario(library: str, title: str, route: str, link: str = "") -> Callable[[F], F]:
-    """Name a test as one route of one downstream scenario."""
-    if route not in ROUTES:
-        raise ValueError(f"route must be one of {ROUTES}, not {route!r}")
-    marker = pytest.mark.scenario(library=library, title=title, route=route, link=link)
-
-    def mark(fn: F) -> F:
-        return marker(fn)  # type: ignore[no-any-return]
-
-    return mark
+pytest_plugins = ("tests.common.cell_plugin",)
 
 
 def pytest_configure(config: pytest.Config) -> None:

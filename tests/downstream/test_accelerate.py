@@ -29,9 +29,9 @@ from torch import nn
 
 import compat
 from compat.integrations import accelerate as compat_accelerate
+from tests.common import downstream_models as models
 from tests.common import torchao_api
-from tests.downstream import models
-from tests.downstream.conftest import scenario
+from tests.common.scenarios import scenario
 
 accelerate = pytest.importorskip("accelerate", reason="the downstream tier installs accelerate")
 from accelerate import (  # noqa: E402

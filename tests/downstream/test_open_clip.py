@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import compat
-from tests.downstream import models
-from tests.downstream.conftest import scenario
+from tests.common import downstream_models as models
+from tests.common.scenarios import scenario
 
 open_clip = pytest.importorskip("open_clip", reason="the downstream tier installs open_clip_torch")
 

@@ -1,4 +1,4 @@
-"""The peers' own test suites, unmodified, plain and through compat (tests/downstream/peers).
+"""The peers' own test suites, unmodified, plain and through compat (tests/common/peers).
 
 accelerate's ``tests/test_modeling_utils.py``, ``tests/test_big_modeling.py`` and
 ``tests/test_hooks.py`` at the release the cell installed, plain and with
@@ -8,7 +8,7 @@ files come from the release's sdist on the configured index, checked against its
 a peer installed from a URL, a gate's candidate: the newest release's below it, said in the
 entry's ``note``). A test
 that passes plain and fails through compat fails this test (each one named, with the compat run's
-failure); a refusal compat lifts on purpose is listed in tests/downstream/peers/lifted.py. Each
+failure); a refusal compat lifts on purpose is listed in tests/common/peers/lifted.py. Each
 suite's verdict goes to ``$COMPAT_MATRIX_PEERS``, which the cell's record and the report read.
 
 ``nox -s matrix -- --peer-suites first`` deselects this module in all but one cell of each
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.downstream.peers import check, fetch
-from tests.downstream.peers.suites import SUITES, Suite
+from tests.common.peers import check, fetch
+from tests.common.peers.suites import SUITES, Suite
 
 
 def _check(suite: Suite, tmp_path: Path) -> None:

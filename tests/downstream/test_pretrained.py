@@ -31,8 +31,8 @@ import pytest
 import torch
 
 import compat
-from tests.downstream import models
-from tests.downstream.conftest import scenario
+from tests.common import downstream_models as models
+from tests.common.scenarios import scenario
 
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
 pytest.importorskip("open_clip", reason="the downstream tier installs open_clip_torch")

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 import compat
+from tests.common import downstream_models as models
 from tests.common import torchao_api
-from tests.downstream import models
-from tests.downstream.conftest import scenario
+from tests.common.scenarios import scenario
 
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
 

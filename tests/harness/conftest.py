@@ -1,4 +1,4 @@
-"""The harness's own tests run without torch: no cell plumbing from tests/conftest.py applies,
+"""The harness's own tests run without torch: no cell plumbing (tests/common/cell_plugin.py) applies,
 but the same Hypothesis profiles do (tests/common/profiles.py: derandomized unless told otherwise)."""
 
 from __future__ import annotations

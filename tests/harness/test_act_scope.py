@@ -15,7 +15,7 @@ from harness.ci import act_scope
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {
     "compat/params.py": "x = 1\n",
-    "tests/params/test_moves.py": "def test_x(): pass\n",
+    "tests/compat/params/test_moves.py": "def test_x(): pass\n",
     "tests/workflows/test_act.py": "def test_ci(): pass\n",
     ".github/workflows/ci.yml": "name: ci\n",
     "harness/ci/gate.py": "GATE = 1\n",
@@ -70,7 +70,7 @@ def test_the_record_covers_the_tree_it_was_written_on(repo: Path) -> None:
     "rel",
     [
         "compat/params.py",
-        "tests/params/test_moves.py",
+        "tests/compat/params/test_moves.py",
         "harness/mutation/runner.py",
         "reports/mutation.json",
         "docs/design.md",

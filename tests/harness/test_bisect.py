@@ -356,7 +356,7 @@ def test_refuses_a_cell_that_does_not_exist(tmp_path: Path) -> None:
             "--to",
             "0.8.0",
             "--test",
-            "tests/sharing/test_sharing.py",
+            "tests/compat/sharing/test_sharing.py",
             "--cell",
             "torch9.9-ao0.1-cpu",
             "--reports",

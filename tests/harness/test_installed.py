@@ -453,7 +453,7 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
         x.origin for x in MATRIX.xfails_for("2.6", "0.8", "cpu")
     ]
     xfailed = [n for n, o in record["tests"].items() if o == "xfailed"]
-    assert "tests/device/test_guards.py::test_int_device_is_cuda_on_a_cuda_build" in xfailed
+    assert "tests/compat/device/test_guards.py::test_int_device_is_cuda_on_a_cuda_build" in xfailed
     manifest = json.loads((reports / paths.RUN_FILE).read_text())
     assert [c["id"] for c in manifest["cells"]] == ["torch2.6-ao0.8-cpu", cid]  # joined, kept
     # the report: the earlier cell shows as no record, the installed one in its own row

@@ -258,6 +258,66 @@ def test_no_compat_module_reaches_into_another_modules_private_names() -> None:
     assert private_reaches(sorted((ROOT / "compat").rglob("*.py"))) == []
 
 
+def exported(root: Path) -> dict[str, set[str]]:
+    """Per public compat module (no underscore in its name), the names its ``__all__`` lists."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((root / "compat").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if any(p.startswith("_") and p != "__init__" for p in parts):
+            continue
+        name = ".".join(p for p in parts if p != "__init__")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = getattr(node, "targets", [])
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                out[name] = set(ast.literal_eval(node.value))  # type: ignore[attr-defined]
+    return out
+
+
+def public_reaches(paths: list[Path], public: dict[str, set[str]]) -> list[str]:
+    """Each place a compat module imports a name from a public compat module that its
+    ``__all__`` does not list: a public module holds its public API, and the helpers others
+    share live in a private module (the move engine in ``_move.py``); or reads one through the
+    module (``params.plan_move`` after ``from compat import params``)."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bound: dict[str, str] = {}  # a local name -> the public module it is
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module in public):
+                continue
+            if node.module in ("compat", "compat.integrations"):  # the package: its modules
+                bound.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+                continue
+            bad = [a.name for a in node.names if a.name not in public[node.module]]
+            found += [f"{path.name}:{node.lineno} from {node.module} import {n}" for n in bad]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                module = bound.get(node.value.id)
+                if module in public and node.attr not in public[module]:
+                    if not node.attr.startswith("_"):  # a private name: private_reaches's
+                        found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_compat_module_imports_what_a_public_module_does_not_export() -> None:
+    public = exported(ROOT)
+    assert {"compat.params", "compat.meta", "compat.device"} <= set(public)
+    assert public_reaches(sorted((ROOT / "compat").rglob("*.py")), public) == []
+
+
+def test_the_export_check_sees_an_unlisted_import(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from compat.params import plan_move, set_module_tensor\n"
+        "from compat import params as p\np.Move\np.set_module_tensor\np._private\n"
+    )
+    public = {"compat.params": {"set_module_tensor"}, "compat": {"params"}}
+    assert public_reaches([src], public) == [
+        "m.py:1 from compat.params import plan_move",
+        "m.py:3 p.Move",
+    ]
+
+
 def test_the_private_name_check_sees_an_import_and_an_attribute(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
     src.write_text(

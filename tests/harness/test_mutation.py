@@ -405,17 +405,17 @@ def resurvey_plan(tmp_path: Path) -> mutation_plan.Plan:
     plan = tmp_path / "mutation.toml"
     plan.write_text(
         '[run]\ngoal = 0.95\ngoal_modules = ["compat/x.py"]\n'
-        'tests = ["tests", "--ignore=tests/harness"]\n'
+        'tests = ["tests/compat", "--deselect=tests/compat/test_x.py::test_slow"]\n'
         '[[cell]]\ncell = "torch2.6-ao0.8-cpu"\nmodules = ["compat/*.py"]\n'
     )
     return mutation_plan.load(plan)
 
 
 def test_a_resurvey_carries_only_what_the_full_run_detected(tmp_path: Path) -> None:
-    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": "", "tests/harness/test_h.py": ""}
+    files = {"compat/x.py": "x = 1\n", "tests/compat/test_x.py": "", "tests/harness/test_h.py": ""}
     repo = git_repo(tmp_path, files)
     report, plan = base_report(repo), resurvey_plan(tmp_path)
-    (repo / "tests" / "test_new.py").write_text("def test_new() -> None: ...\n")
+    (repo / "tests" / "compat" / "test_new.py").write_text("def test_new() -> None: ...\n")
     (repo / "tests" / "harness" / "test_h.py").write_text("# the plan does not run these\n")
     commit_all(repo, "new tests only")
     (base,) = mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"]).values()
@@ -474,53 +474,63 @@ def test_x_is_finite(value):
     ("change", "text", "refusal"),
     [
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE.replace("== 1", "== 1 or True"),
-            r"tests/test_x\.py \(M: line 15 of the old file changed or went\)",
+            r"tests/compat/test_x\.py \(M: line 15 of the old file changed or went\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE.replace("LIMIT = 2\n", ""),
             r"\(M: line 7 of the old file changed or went\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\nLIMIT2 = 3\n",
             r"\(M: line 18 adds a statement that is not a definition or an import\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\n\ndef value():\n    return 2\n",
             r"\(M: line 19 binds value again\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\n\nfrom compat.y import x\n",
             r"\(M: line 19 binds x again\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\n\n@pytest.fixture(autouse=True)\ndef other():\n    yield\n",
             r"\(M: line 20 adds an autouse fixture\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\n\ndef pytest_runtest_setup(item):\n    pass\n",
             r"\(M: line 19 adds a hook\)",
         ),
         (
-            "tests/test_x.py",
+            "tests/compat/test_x.py",
             TESTS_BASE + "\ndef broken(:\n",
             r"\(M: does not parse \(invalid syntax\)\)",
         ),
-        ("tests/sub/conftest.py", "x = 2\n", r"tests/sub/conftest\.py \(an added conftest\)"),
-        ("tests/data.txt", "other", r"tests/data\.txt \(M\)"),
+        (
+            "tests/compat/sub/conftest.py",
+            "x = 2\n",
+            r"tests/compat/sub/conftest\.py \(an added conftest\)",
+        ),
+        ("tests/compat/data.txt", "other", r"tests/compat/data\.txt \(M\)"),
+        ("tests/common/helper.py", "x = 3\n", r"tests/common/helper\.py \(M"),
     ],
 )
 def test_a_resurvey_refuses_a_base_whose_tests_changed(
     tmp_path: Path, change: str, text: str, refusal: str
 ) -> None:
-    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": TESTS_BASE, "tests/data.txt": "data"}
+    files = {
+        "compat/x.py": "x = 1\n",
+        "tests/compat/test_x.py": TESTS_BASE,
+        "tests/compat/data.txt": "data",
+        "tests/common/helper.py": "x = 2\n",
+    }
     repo = git_repo(tmp_path, files)
     report, plan = base_report(repo), resurvey_plan(tmp_path)
     (repo / change).parent.mkdir(parents=True, exist_ok=True)
@@ -533,11 +543,11 @@ def test_a_resurvey_refuses_a_base_whose_tests_changed(
 def test_a_resurvey_builds_on_a_base_whose_tests_only_grew(tmp_path: Path) -> None:
     """New tests in an old file (an import, a test, a new docstring, comments) and a new test
     file: the tests that killed the base's mutants are all there unchanged."""
-    files = {"compat/x.py": "x = 1\n", "tests/test_x.py": TESTS_BASE}
+    files = {"compat/x.py": "x = 1\n", "tests/compat/test_x.py": TESTS_BASE}
     repo = git_repo(tmp_path, files)
     report, plan = base_report(repo), resurvey_plan(tmp_path)
-    (repo / "tests/test_x.py").write_text(GROWN)
-    (repo / "tests/test_y.py").write_text("def test_y():\n    pass\n")
+    (repo / "tests/compat/test_x.py").write_text(GROWN)
+    (repo / "tests/compat/test_y.py").write_text("def test_y():\n    pass\n")
     commit_all(repo, "more tests")
     bases = mutation.load_base(report, repo, plan, ["torch2.6-ao0.8-cpu"])
     assert list(bases) == ["torch2.6-ao0.8-cpu"]

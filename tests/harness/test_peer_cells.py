@@ -2,7 +2,7 @@
 
 The cells run for real on a throwaway project (tests/harness/test_cell.py's plan, torch-free
 probe) whose test runs the throwaway peer suite of tests/common/peerproject.py through the real
-tests/downstream/peers; the report and the gate read real records.
+tests/common/peers; the report and the gate read real records.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ CELL_TEST = """
     import os
     from pathlib import Path
 
-    from tests.downstream.peers import check
+    from tests.common.peers import check
     from tests.common import peerproject as toy
 
 
@@ -103,7 +103,7 @@ def test_a_downstream_cells_plan_names_uv_and_deselects_the_peer_suites(tmp_path
 
 
 def test_the_harness_and_the_peer_suites_name_the_same_variables() -> None:
-    from tests.downstream.peers import check, fetch
+    from tests.common.peers import check, fetch
 
     assert check.RECORD_ENV == cellmod.PEERS_ENV and fetch.UV_ENV == cellmod.UV_ENV
     text = (ROOT / spec.load().peer_suites).read_text()

@@ -1,4 +1,4 @@
-"""The peer suites' machinery (tests/downstream/peers), on a throwaway peer run for real.
+"""The peer suites' machinery (tests/common/peers), on a throwaway peer run for real.
 
 The sdist, the index and the suite are throwaway (tests/common/peerproject.py); everything else
 is the real thing: uv locates the sdist on a local flat index, the download is checked and cached,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.common import peerproject as toy
-from tests.downstream.peers import check, diff, fetch
+from tests.common.peers import check, diff, fetch
 
 BREAKS = f"{toy.TEST_ID}test_breaks_through_the_patch"
 
@@ -103,7 +103,7 @@ def test_a_lifted_entry_that_no_longer_behaves_so_is_stale(
         (passes, "passed", "passed"),
         (gone, "absent", "absent"),
     ]
-    assert "2 lifted entries of tests/downstream/peers/lifted.py no longer" in got["message"]
+    assert "2 lifted entries of tests/common/peers/lifted.py no longer" in got["message"]
     assert f"{passes}: plain passed, compat passed" in got["message"]
 
 
@@ -234,7 +234,7 @@ def test_a_failure_text_is_one_short_line() -> None:
 def test_the_subprocess_environment_is_the_cells_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.downstream.peers import run
+    from tests.common.peers import run
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("PYTEST_ADDOPTS", "-x")

@@ -235,9 +235,13 @@ def test_drift_table_marks_changes_between_neighbouring_versions(tmp_path: Path)
         }
         (paths.cell_dir(r.reports, cid) / "drift.json").write_text(json.dumps(probes))
     reason = "B1 https://example.invalid/1"
-    tracker = {"tests/upstream/test_trackers.py::test_b1": {"outcome": "xfailed", "reason": reason}}
+    tracker = {
+        "tests/compat/upstream/test_trackers.py::test_b1": {"outcome": "xfailed", "reason": reason}
+    }
     r.cell("2.3", "0.6", "cpu", "passed", trackers=tracker)
-    fixed = {"tests/upstream/test_trackers.py::test_b1": {"outcome": "fixed", "reason": reason}}
+    fixed = {
+        "tests/compat/upstream/test_trackers.py::test_b1": {"outcome": "fixed", "reason": reason}
+    }
     garbage = r.cell("2.3", "0.7", "cpu", "failed", trackers=fixed)
     (paths.cell_dir(r.reports, garbage) / "drift.json").write_text("{not json")
     data = r.write()
@@ -296,11 +300,11 @@ def wide_run(reports: Path) -> Run:
             counts={"passed": 230, "failed": 1, "xfailed": 9, "skipped": 4},
             reason=("inconsistent evidence: " + "junit.xml lists 0 tests " * 6) if i % 4 else "",
             log_tail="\n".join(f"line {n} " + "y" * 300 for n in range(5)),
-            failures=[{"nodeid": "tests/sharing/test_sharing.py::test_" + "z" * 150, "outcome": "failed", "message": long_message}],
+            failures=[{"nodeid": "tests/compat/sharing/test_sharing.py::test_" + "z" * 150, "outcome": "failed", "message": long_message}],
             installed={"torch": cell.torch.pin, "torchao": cell.torchao.pin},
             torchao_cpp=True,
             controls=controls,
-            trackers={"tests/upstream/test_trackers.py::test_b1_overlap_sweep_keeps_a_running_max": {"outcome": "xfailed", "reason": "B1 " + "w" * 300}},
+            trackers={"tests/compat/upstream/test_trackers.py::test_b1_overlap_sweep_keeps_a_running_max": {"outcome": "xfailed", "reason": "B1 " + "w" * 300}},
         )  # fmt: skip
         probes = {
             "torch.device(0)": {"value": f"device(type='cuda', index={i})" * 3, "axis": "torch"},

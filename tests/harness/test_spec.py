@@ -331,7 +331,8 @@ reason = "example"
 
 
 def with_downstream(extra: str = DOWNSTREAM) -> str:
-    return BASE.replace('pin = "2.5.1"', 'pin = "2.5.1"\ntorchvision = "0.20.1"') + extra
+    text = BASE.replace('pin = "2.5.1"', 'pin = "2.5.1"\ntorchvision = "0.20.1"') + extra
+    return text.replace("[run]\n", '[run]\ncompat_tests = "tests/compat"\n', 1)
 
 
 def test_downstream_cells_install_the_group_and_run_its_tests_only(tmp_path: Path) -> None:
@@ -351,8 +352,8 @@ def test_downstream_cells_install_the_group_and_run_its_tests_only(tmp_path: Pat
         "accelerate==1.2.1",
         "transformers==4.47.1",
     ]
-    assert m.test_paths(cell) == (["tests/downstream"], [])
-    assert m.test_paths(m.cells()[0]) == (["tests"], ["tests/downstream"])
+    assert m.test_paths(cell) == ["tests/downstream"]
+    assert m.test_paths(m.cells()[0]) == ["tests/compat"]
     assert m.find_cell("2.5", "0.8", "cpu", "2024.12") == cell
     assert m.find_cell("2.5", "0.8", "cpu") == m.cells()[0]
 
@@ -450,6 +451,32 @@ def test_downstream_requirements_go_into_downstream_cells_only(tmp_path: Path) -
     assert m.requirements_for(m.cells()[0]) == ["requirements/test.txt"]
     assert m.peer_suites == "tests/downstream/test_peers.py"
     assert spec.load(write(tmp_path, with_downstream())).peer_suites == ""  # none by default
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("elsewhere", "must be tests/ or a folder under it"),
+        ("tests", "must be a folder apart from downstream_tests ('tests/downstream')"),
+        ("tests/downstream/compat", "must be a folder apart from downstream_tests"),
+    ],
+)
+def test_compat_tests_must_be_a_folder_apart_from_the_downstream_tests(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    text = with_downstream().replace('compat_tests = "tests/compat"', f'compat_tests = "{value}"')
+    with pytest.raises(MatrixSpecError) as info:
+        spec.load(write(tmp_path, text))
+    assert info.value.field == "run.compat_tests"
+    assert message in str(info.value) and repr(value) in str(info.value)
+
+
+def test_compat_tests_is_the_whole_of_tests_where_no_downstream_group_exists(
+    tmp_path: Path,
+) -> None:
+    m = spec.load(write(tmp_path, BASE))
+    assert not m.downstream and m.test_paths(m.cells()[0]) == ["tests"]
+    assert spec.load().test_paths(spec.load().default()) == ["tests/compat"]
 
 
 @pytest.mark.parametrize("value", ["tests/test_peers.py", "tests/downstream", "elsewhere.py"])

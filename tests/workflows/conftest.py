@@ -1,5 +1,5 @@
-"""The act scenarios need no torch: none of tests/conftest.py's cell plumbing applies here
-(run with --confcutdir=tests/workflows). Prints each scenario's wall time at the end, and when
+"""The act scenarios need no torch: none of the cell plumbing (tests/common/cell_plugin.py)
+applies here. Prints each scenario's wall time at the end, and when
 every scenario (marked ``act``) ran and passed, records the files they exercised in
 reports/act.json (harness.ci.act_scope), so that .ci/run can leave them out until one changes."""
 
@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from harness.ci import act_scope
-from tests.workflows.act import ROOT
+from tests.common.act import ROOT, TIMES
 
-TIMES: dict[str, float] = {}
 SCENARIOS: set[str] = set()  # every act-marked test collected, before any deselection
 PASSED: set[str] = set()
 RECORDED: list[str] = []  # the record's path once written, for the summary

@@ -3,8 +3,8 @@ asserts on its jobs' results, its artifacts and its step summaries.
 
 Run by .ci/run (`python -m pytest tests/workflows`), the scenarios (marked `act`) only when a
 file they exercise changed since they last all passed (harness.ci.act_scope, reports/act.json);
-not part of `nox -s tests` (one scenario runs `nox -s tests` inside act) nor of the cells' suite
-(pyproject's norecursedirs). Every
+not part of `nox -s tests` (one scenario runs `nox -s tests` inside act) nor of any cell's
+suite (a suite of its own: each is run by its path). Every
 scenario narrows the matrix to one or two cpu cells of torch 2.6 so that it stays within a few
 minutes once uv's cache holds torch 2.6.
 """
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows import act, upstream
-from tests.workflows.conftest import TIMES
+from tests.common import act
+from tests.common import act_upstream as upstream
+from tests.common.act import TIMES
 
 CELL = "torch2.6-ao0.8-cpu"
 OTHER = "torch2.6-ao0.7-cpu"
-REGRESSED = "tests/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
+REGRESSED = "tests/compat/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
 PR = {
     "repository": "huggingface/safetensors",
     "number": 1234,
@@ -377,8 +378,11 @@ FAULTS = """
 
 # --- injected by tests/workflows/test_act.py: one cell crashes, one dies without a result ---
 def _inject_fault() -> None:
+    import json
+    import os
     import shutil
     import signal
+    from pathlib import Path
 
     spec = os.environ.get("COMPAT_MATRIX_CELL")
     if not spec:
@@ -401,7 +405,7 @@ def test_nightly_fails_on_a_crashed_cell_and_names_the_one_without_results(
     tmp_path: Path,
 ) -> None:
     repo, work = scenario(tmp_path, "faults")
-    conftest = repo / "tests" / "conftest.py"
+    conftest = repo / "tests" / "compat" / "conftest.py"
     conftest.write_text(conftest.read_text() + FAULTS % (CELL, OTHER))
     act.commit(repo)
     inputs = {"cells": f"{CELL} {OTHER}", "hypothesis-profile": "ci"}
