@@ -293,9 +293,10 @@ def public_reaches(paths: list[Path], public: dict[str, set[str]]) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 module = bound.get(node.value.id)
-                if module in public and node.attr not in public[module]:
-                    if not node.attr.startswith("_"):  # a private name: private_reaches's
-                        found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+                listed = public.get(module or "")
+                # a private name is private_reaches's to report
+                if listed is not None and node.attr not in listed and node.attr[0] != "_":
+                    found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
     return found
 
 
