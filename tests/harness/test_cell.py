@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cells import cell as cellmod
-from harness.cells import group_run
+from harness.cells import group_run, install_errors
 from harness.cells.cell import run_cell
 from harness.cells.evidence import read_reportlog
 from harness.matrix import backends
@@ -200,24 +200,26 @@ def test_every_uv_fixture_is_checked() -> None:
 @pytest.mark.parametrize("name", sorted(FROM_UV))
 def test_the_installers_message_is_condensed_from_real_uv_output(name: str) -> None:
     output = (UV_OUTPUTS / name).read_text()
-    assert cellmod.installer_message(output) == FROM_UV[name]
-    reason = cellmod.install_error_reason("the candidates", 1, output)
+    assert install_errors.installer_message(output) == FROM_UV[name]
+    reason = install_errors.install_error_reason("the candidates", 1, output)
     assert reason == f"install exited 1 (the candidates): {FROM_UV[name]}"
-    assert len(reason) <= cellmod.INSTALL_REASON_CHARS
+    assert len(reason) <= install_errors.INSTALL_REASON_CHARS
 
 
 def test_a_long_message_is_cut_with_a_marker_and_other_output_gives_its_last_line() -> None:
     output = (UV_OUTPUTS / "uv0.13.9-conflict.txt").read_text()
-    cut = cellmod.installer_message(output, 120)
-    assert len(cut) == 120 and cut.endswith(cellmod.CUT)
+    cut = install_errors.installer_message(output, 120)
+    assert len(cut) == 120 and cut.endswith(install_errors.CUT)
     assert cut.startswith("No solution found when resolving dependencies: Because transformers")
-    reason = cellmod.install_error_reason("the pins", 2, output * 3)  # too long for a reason
+    reason = install_errors.install_error_reason("the pins", 2, output * 3)  # too long for a reason
     assert reason.startswith(f"install exited 2 (the pins): {CONFLICT}")
-    assert len(reason) <= cellmod.INSTALL_REASON_CHARS and reason.endswith(cellmod.CUT)
-    assert cellmod.installer_message("Resolving...\nno matching distribution\n\n") == (
+    assert len(reason) <= install_errors.INSTALL_REASON_CHARS and reason.endswith(
+        install_errors.CUT
+    )
+    assert install_errors.installer_message("Resolving...\nno matching distribution\n\n") == (
         "no matching distribution"
     )
-    assert cellmod.install_error_reason("the pins", 1, "\x1b[2m\x1b[0m\n") == (
+    assert install_errors.install_error_reason("the pins", 1, "\x1b[2m\x1b[0m\n") == (
         "install exited 1 (the pins)"
     )
 
@@ -238,11 +240,11 @@ UV_LINES = sorted({line for p in UV_OUTPUTS.glob("*.txt") for line in p.read_tex
 )
 def test_any_output_gives_one_clean_line_within_the_limit(lines: list[str], limit: int) -> None:
     output = "\n".join(lines)
-    message = cellmod.installer_message(output, limit)
+    message = install_errors.installer_message(output, limit)
     assert len(message) <= limit
     assert message.isprintable() and message == " ".join(message.split())
-    if len(cellmod.installer_message(output, 10**6)) > limit:
-        assert message.endswith(cellmod.CUT.lstrip())
+    if len(install_errors.installer_message(output, 10**6)) > limit:
+        assert message.endswith(install_errors.CUT.lstrip())
 
 
 def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> None:
@@ -276,7 +278,7 @@ def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> N
         "install exited 1 (the pins): No solution found when resolving dependencies: Because "
     ), result.reason
     assert "safetensors==99.0.0" in result.reason
-    assert "\n" not in result.reason and len(result.reason) <= cellmod.INSTALL_REASON_CHARS
+    assert "\n" not in result.reason and len(result.reason) <= install_errors.INSTALL_REASON_CHARS
 
 
 def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:
