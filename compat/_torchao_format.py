@@ -113,21 +113,22 @@ def inner_key(name: str, field: str) -> str:
     return f"{module}{dot}_{weight}_{field}"
 
 
-def _attribute_names(cls: type) -> list[str]:
-    return [
-        *getattr(cls, "tensor_attribute_names", []),
-        *getattr(cls, "optional_tensor_attribute_names", []),
-    ]
+# Every class TorchAO's format encodes lists its fields in tensor_data_names and
+# tensor_attribute_names (TorchAO's encoder reads both); only some define the optional_ lists.
+def _attribute_names(cls: Any) -> list[str]:
+    return [*cls.tensor_attribute_names, *getattr(cls, "optional_tensor_attribute_names", [])]
 
 
-def _data_names(cls: type) -> list[str]:
-    return [*getattr(cls, "tensor_data_names", []), *getattr(cls, "optional_tensor_data_names", [])]
+def _data_names(cls: Any) -> list[str]:
+    return [*cls.tensor_data_names, *getattr(cls, "optional_tensor_data_names", [])]
 
 
 def split(tensors: object) -> tuple[object, dict[str, str]]:
     """``(plain, layout)``: ``tensors`` with each value of a class TorchAO's format encodes replaced
-    by its inner tensors under TorchAO's keys, and the metadata that rebuilds them. Anything else
-    (not a mapping, no such value) comes back as it is with ``{}``, for the caller to check.
+    by its inner tensors under TorchAO's keys, and the metadata that rebuilds them (JSON with
+    sorted keys, so equal weights give byte-identical metadata). Anything else (not a mapping, no
+    such value) comes back as it is with ``{}``, for the caller to check; TorchAO is imported only
+    where ``tensors`` holds one of its classes.
 
     Raises:
         ValueError: an inner tensor's key is already a key of ``tensors`` (named).
@@ -180,7 +181,8 @@ def add_entries(
 
 def rebuild(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None) -> None:
     """Replace, in place, the inner tensors of every weight :func:`split` recorded in ``metadata``
-    by the weight, of its TorchAO class with its fields; nothing without the record.
+    by the weight, of its TorchAO class with its fields; nothing without the record, and nothing
+    where the record is refused.
 
     Raises:
         ValueError: a record that is not valid, names a class the installed TorchAO does not
@@ -190,7 +192,11 @@ def rebuild(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None
     if text is None:
         return
     marker = _json(SUBCLASS_KEY, text)
-    if set(marker) != {"version", "tensors"} or marker["version"] != _FORMAT:
+    if (
+        not isinstance(marker, dict)
+        or set(marker) != {"version", "tensors"}
+        or marker["version"] != _FORMAT
+    ):
         raise bad(SUBCLASS_KEY, f"expected {{'version': {_FORMAT}, 'tensors': ...}}")
     entries = marker["tensors"]
     if not isinstance(entries, dict):
@@ -199,6 +205,7 @@ def rebuild(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None
     if isinstance(codec, str):
         raise bad(next(iter(entries), SUBCLASS_KEY), f"it needs TorchAO's format: {codec}")
     built: dict[tuple[str, tuple[int, ...]], torch.Tensor] = {}
+    weights: dict[str, torch.Tensor] = {}
     used: set[str] = set()
     for name, entry in entries.items():
         text, inner, tuples = _checked(name, entry, tensors, metadata or {}, codec)
@@ -209,9 +216,10 @@ def rebuild(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None
         tie = (text, tuple(id(t) for t in inner.values()))
         if tie not in built:
             built[tie] = _build(name, text, inner, tuples, codec)
-        for key in keys:
-            del tensors[key]
-        tensors[name] = built[tie]
+        weights[name] = built[tie]
+    for key in used:  # only once every weight is built: a refusal leaves ``tensors`` as it was
+        del tensors[key]
+    tensors.update(weights)
 
 
 def _json(name: str, text: object) -> Any:
@@ -238,7 +246,7 @@ def _checked(
     spec = _json(name, metadata.get(name))
     if not isinstance(spec, dict) or not isinstance(spec.get("_data"), dict):
         raise bad(name, "its TorchAO entry is not an object with '_type' and '_data'")
-    cls = codec.classes.get(spec.get("_type"))  # type: ignore[arg-type]
+    cls: Any = codec.classes.get(spec.get("_type"))  # type: ignore[arg-type]
     if cls is None:
         raise bad(
             name,
@@ -246,7 +254,7 @@ def _checked(
             f"format encodes; accepted: {', '.join(sorted(codec.classes))}",
         )
     fields, allowed = spec.get("_tensor_data_names"), _data_names(cls)
-    required = set(getattr(cls, "tensor_data_names", []))
+    required = set(cls.tensor_data_names)
     if (
         not isinstance(fields, list)
         or len(set(map(str, fields))) < len(fields)
@@ -278,5 +286,8 @@ def _build(
     if not isinstance(value, torch.Tensor) or type(value) is not codec.classes[spec["_type"]]:
         raise bad(name, f"TorchAO built a {type(value).__name__}, not a {spec['_type']}")
     for field in tuples:
-        setattr(value, field, tuple(getattr(value, field)))
+        listed = getattr(value, field)
+        if not isinstance(listed, (list, tuple)):
+            raise bad(name, f"its tuple field {field!r} holds {show(listed)}, not a list")
+        setattr(value, field, tuple(listed))
     return value

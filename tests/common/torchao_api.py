@@ -101,3 +101,34 @@ WEIGHT_SCHEMES: tuple[Callable[[], Any], ...] = (
     int8_dynamic_activation_int8_weight,
     intx_weight_only,
 )
+
+
+def encodable_scheme() -> Callable[[], Any] | None:
+    """The first scheme of :data:`WEIGHT_SCHEMES` that runs on CPU here and yields a class the
+    installed TorchAO's format encodes; None where there is none."""
+    encoded = encoded_classes()
+    for scheme in WEIGHT_SCHEMES:
+        if cpu_problem(scheme) is None:
+            lin = torch.nn.Linear(64, 32)
+            quantize_(lin, scheme())
+            if weight_class_name(lin.weight) in encoded:
+                return scheme
+    return None
+
+
+def unencoded_tensor() -> torch.Tensor:
+    """A tensor of a TorchAO class that TorchAO's safetensors format does not encode (through
+    0.18): an 8-bit optimizer state, ``OptimState8bit``, found where the installed TorchAO keeps
+    it (``torchao.optim``, or ``torchao.prototype.low_bit_optim`` in older releases)."""
+    import importlib
+
+    for path in ("torchao.optim.subclass_8bit", "torchao.prototype.low_bit_optim.subclass_8bit"):
+        try:
+            module = importlib.import_module(path)
+        except ImportError:
+            continue
+        state: torch.Tensor = module.OptimState8bit.zeros(
+            (64, 64), signed=True, block_size=256, device="cpu"
+        )
+        return state
+    raise NotImplementedError("this TorchAO has no OptimState8bit")

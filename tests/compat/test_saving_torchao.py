@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib
 import json
 import string
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import compat
-from compat import _record
 from compat.saving import UnsavableTensorError
 from tests.common import torchao_api
 from tests.common.roundtrip import assert_same_tensor, assert_same_weight
@@ -96,8 +97,9 @@ def test_a_quantized_state_dict_with_a_tie_round_trips_or_is_refused_naming_the_
 def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
     scheme: str, tmp_path: Path
 ) -> None:
-    sd = {k: v for k, v in _model(_runs(scheme)).state_dict().items() if not k.startswith("1.")}
-    cls = torchao_api.weight_class_name(sd["0.weight"])
+    model = _model(_runs(scheme))  # under a prefix: two dots in a name, TorchAO splits at the last
+    sd = {f"model.{k}": v for k, v in model.state_dict().items() if not k.startswith("1.")}
+    cls = torchao_api.weight_class_name(sd["model.0.weight"])
     if cls not in torchao_api.encoded_classes():
         pytest.skip(f"the installed TorchAO's safetensors format does not encode {cls}")
     support = importlib.import_module("torchao.prototype.safetensors.safetensors_support")
@@ -106,9 +108,9 @@ def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
     with safetensors.safe_open(ours, "pt") as handle:
         metadata = handle.metadata()
     theirs, left = support.unflatten_tensor_state_dict(safetensors.torch.load_file(ours), metadata)
-    for name in ("0.weight", "2.weight"):
+    for name in ("model.0.weight", "model.2.weight"):
         assert_same_weight(theirs[name], sd[name], name, tuples_as_lists=True)
-    assert sorted(left) == ["0.bias", "2.bias"]
+    assert sorted(left) == ["model.0.bias", "model.2.bias"]
     # TorchAO's file: compat returns what safetensors returns, and TorchAO unflattens it
     data, meta = support.flatten_tensor_state_dict(sd)
     written = tmp_path / "torchao.safetensors"
@@ -118,134 +120,117 @@ def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
     for key, tensor in plain.items():
         assert_same_tensor(loaded[key], tensor, key)
     rebuilt, _ = support.unflatten_tensor_state_dict(loaded, meta)
-    assert_same_weight(rebuilt["0.weight"], sd["0.weight"], "0.weight", tuples_as_lists=True)
+    want = sd["model.0.weight"]
+    assert_same_weight(rebuilt["model.0.weight"], want, "model.0.weight", tuples_as_lists=True)
 
 
-def _encodable_scheme() -> Any:
-    """A config of the first scheme whose class the installed TorchAO's format encodes (skip:
-    none here)."""
-    for scheme in SCHEMES.values():
-        if torchao_api.cpu_problem(scheme) is None:
-            lin = torchao_api.quantize_(torch.nn.Linear(64, 32), scheme())
-            if torchao_api.weight_class_name(lin.weight) in torchao_api.encoded_classes():
-                return scheme()
-    pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
+def _weight() -> torch.Tensor:
+    """A quantized weight of a class the installed TorchAO's format encodes (skip: none here)."""
+    scheme = torchao_api.encodable_scheme()
+    if scheme is None:
+        pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
+    return torchao_api.quantize_(torch.nn.Linear(64, 32), scheme()).weight.detach()
 
 
-def _entry(meta: dict[str, str], **changes: Any) -> None:
-    meta["0.weight"] = json.dumps({**json.loads(meta["0.weight"]), **changes})
-
-
-def _marker(meta: dict[str, str], tensors: object) -> None:
-    meta["__compat_subclasses__"] = json.dumps({"version": 1, "tensors": tensors})
-
-
-def _torchao() -> tuple[str, str]:
-    """The installed TorchAO's version and the classes its format encodes, as refusals say them."""
-    import torchao
-
-    return str(torchao.__version__), ", ".join(sorted(torchao_api.encoded_classes()))
-
-
-# what a tampering does to a saved Int8-style record, the entry the refusal names, and what it says
-# of it (the whole message: compat._record.bad's frame around it)
-TAMPERINGS: dict[
-    str, tuple[Callable[[dict[str, str], dict[str, torch.Tensor]], None], str, str]
-] = {
-    "not JSON": (
-        lambda m, d: m.update({"0.weight": "{"}),
-        "0.weight",
-        "its metadata is not valid JSON (Expecting property name enclosed in double quotes: line "
-        "1 column 2 (char 1))",
-    ),
-    "a class the format does not encode": (
-        lambda m, d: _entry(m, _type="AffineQuantizedTensor"),
-        "0.weight",
-        "class 'AffineQuantizedTensor' (str) is none TorchAO {version}'s format encodes; "
-        "accepted: {classes}",
-    ),
-    "an inner tensor no class has": (
-        lambda m, d: _entry(m, _tensor_data_names=["qdata", "__class__"]),
-        "0.weight",
-        "its inner tensors ['qdata', '__class__'] (list) are not {cls}'s: {allowed}",
-    ),
-    "a weight over a stored name": (
-        lambda m, d: _marker(m, {"0.bias": {"tuples": []}}),
-        "0.bias",
-        "a recorded TorchAO weight must be a str naming no stored tensor",
-    ),
-    "a record of another version": (
-        lambda m, d: m.update({"__compat_subclasses__": '{"version": 9, "tensors": {}}'}),
-        "__compat_subclasses__",
-        "expected {{'version': 1, 'tensors': ...}}",
-    ),
-    "a compat entry of another shape": (
-        lambda m, d: _marker(m, {"0.weight": {"tuples": [], "more": 1}}),
-        "0.weight",
-        "its compat entry is not {{'tuples': [...]}}",
-    ),
-    "a TorchAO entry without _data": (
-        lambda m, d: m.update({"0.weight": json.dumps({"_type": "x"})}),
-        "0.weight",
-        "its TorchAO entry is not an object with '_type' and '_data'",
-    ),
-    "an inner tensor missing from the file": (
-        lambda m, d: d.pop(next(k for k in sorted(d) if k.startswith("0._weight_"))),
-        "0.weight",
-        "its inner tensor {missing!r} is not stored",
-    ),
-    "a tuple field the class lacks": (
-        lambda m, d: _marker(m, {"0.weight": {"tuples": ["no_such_field"]}}),
-        "0.weight",
-        "its tuple fields ['no_such_field'] (list) are not {cls}'s",
-    ),
-    "attributes TorchAO cannot build from": (
-        lambda m, d: _entry(m, _data={**json.loads(m["0.weight"])["_data"], "no_such_kw": 1}),
-        "0.weight",
-        "TorchAO {version} cannot build it (",
-    ),
-}
-
-
-@pytest.mark.parametrize("tampering", TAMPERINGS)
-def test_a_tampered_torchao_record_is_refused_naming_the_entry(
-    tampering: str, tmp_path: Path
-) -> None:
-    """A file is untrusted: each way its TorchAO record can be wrong is refused with the entry's
-    name and what is wrong with it, word for word, and nothing is returned half built."""
-    lin = torchao_api.quantize_(torch.nn.Linear(64, 32), _encodable_scheme())
-    weight = lin.weight.detach()
-    data, meta = compat.dedup_for_save({"0.weight": weight, "0.bias": lin.bias})
-    inner = sorted(k for k in data if k.startswith("0._weight_"))
-    change, name, what = TAMPERINGS[tampering]
-    change(meta, data)
-    version, classes = _torchao()
-    fields = type(weight).tensor_data_names + getattr(
-        type(weight), "optional_tensor_data_names", []
-    )
-    missing = inner[0] if tampering == "an inner tensor missing from the file" else ""
-    said = what.format(
-        version=version, classes=classes, cls=type(weight).__name__, allowed=fields, missing=missing
-    )
-    expected = str(_record.bad(name, said))
+@pytest.mark.parametrize("holder", ["a plain tensor", "another TorchAO weight"])
+def test_an_inner_tensor_key_that_is_already_taken_is_refused(holder: str, tmp_path: Path) -> None:
+    """The name TorchAO's format gives an inner tensor of ``0.weight`` is refused where the state
+    dict uses it already, for a plain tensor or another weight alike, and no file is written."""
+    taken = torch.zeros(3) if holder == "a plain tensor" else _weight()
+    sd = {"0.weight": _weight(), "0._weight_qdata": taken}
     with pytest.raises(ValueError) as info:
-        compat.restore_aliases(data, meta)
-    if tampering == "attributes TorchAO cannot build from":  # TorchAO's own words follow
-        frame = expected.split(" (", 1)[0]
-        assert str(info.value).startswith(
-            frame.removesuffix(" cannot build it") + " cannot build it ("
-        )
-        assert "no_such_kw" in str(info.value)
-    else:
-        assert str(info.value) == expected
-
-
-def test_an_inner_tensor_key_that_is_already_taken_is_refused(tmp_path: Path) -> None:
-    lin = torchao_api.quantize_(torch.nn.Linear(64, 32), _encodable_scheme())
-    sd = {"0.weight": lin.weight.detach(), "0._weight_qdata": torch.zeros(3)}
-    with pytest.raises(ValueError, match=r"'0\._weight_qdata'.*'0\.weight'"):
         compat.save_file(sd, tmp_path / "x.safetensors")
+    assert str(info.value) == (
+        "key '0._weight_qdata' is both a key of the state dict and the name TorchAO's format "
+        "gives the inner tensor 'qdata' of '0.weight'; accepted: keys that differ"
+    )
     assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize("key", ["tensor_names", "__compat_subclasses__"])
+def test_a_tensor_named_like_an_entry_of_torchao_s_format_is_refused(key: str) -> None:
+    """TorchAO's format needs the metadata entries ``tensor_names`` (its own) and compat's marker;
+    a tensor of that name beside a TorchAO weight is refused, naming it."""
+    with pytest.raises(ValueError) as info:
+        compat.save({"0.weight": _weight(), key: torch.zeros(2)})
+    assert str(info.value) == (
+        f"key {key!r} is needed by TorchAO's format for the tensor classes in this state dict "
+        "and is also a name compat's record or the state dict uses; accepted: tensor names "
+        "other than it"
+    )
+
+
+def test_the_metadata_of_torchao_weights_is_json_with_sorted_keys() -> None:
+    """Equal weights give byte-identical files: every JSON text compat writes for TorchAO's format
+    is the canonical (sorted-keys) form of itself."""
+    _, meta = compat.dedup_for_save({"0.weight": _weight(), "1.weight": _weight()})
+    texts = {k: v for k, v in meta.items() if k in ("0.weight", "1.weight", "tensor_names")}
+    texts["__compat_subclasses__"] = meta["__compat_subclasses__"]
+    for key, text in texts.items():
+        assert text == json.dumps(json.loads(text), sort_keys=True), key
+    assert json.loads(meta["tensor_names"]) == ["0.weight", "1.weight"]
+
+
+_UTILS = "torchao.prototype.safetensors.safetensors_utils"
+
+
+def _no_format_note(version: str) -> str:
+    return (
+        f". compat saves TorchAO's tensor classes in TorchAO's own format, but TorchAO {version} "
+        f"has no safetensors format for its tensor classes ({_UTILS}, TorchAO 0.14 and later; "
+        "here: ModuleNotFoundError)"
+    )
+
+
+@pytest.mark.parametrize("torchao", ["as installed", "with its format blocked", "unversioned"])
+def test_a_torchao_class_the_format_lacks_is_refused_saying_what_is_saved(
+    torchao: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TorchAO class its format does not encode (an 8-bit optimizer state) is refused naming the
+    classes this TorchAO's format does encode, or saying this TorchAO has no format (as TorchAO
+    0.6-0.13 have none, or where it cannot be imported); a TorchAO without ``__version__`` is
+    named 'unknown'."""
+    import torchao as installed
+
+    try:
+        state = torchao_api.unencoded_tensor()
+    except NotImplementedError as exc:
+        pytest.skip(str(exc))
+    version, encoded = str(installed.__version__), sorted(torchao_api.encoded_classes())
+    if torchao == "with its format blocked":
+        monkeypatch.setitem(sys.modules, _UTILS, None)
+        encoded = []
+    elif torchao == "unversioned":
+        monkeypatch.delattr(installed, "__version__")
+        version = "unknown"
+    with pytest.raises(UnsavableTensorError) as info:
+        compat.save({"0.weight": state})
+    note = (
+        f", or TorchAO's tensor classes that TorchAO {version}'s own safetensors format encodes: "
+        f"{', '.join(encoded)}"
+        if encoded
+        else _no_format_note(version)
+    )
+    assert str(info.value).startswith(f"key '0.weight' holds a {type(state).__name__}, ")
+    assert str(info.value).endswith(note)
+
+
+def test_saving_plain_tensors_never_imports_torchao() -> None:
+    """TorchAO is imported only where a state dict holds one of its classes: saving and loading
+    plain tensors and views, in a fresh interpreter, leaves it unimported."""
+    pytest.importorskip("torchao", reason="TorchAO is not installed in this cell")
+    code = (
+        "import sys, torch, compat\n"
+        "base = torch.arange(6.0)\n"
+        "back = compat.load(compat.save({'a': base, 'b': base[2:]}))\n"
+        "assert back['b'].tolist() == [2.0, 3.0, 4.0, 5.0]\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchao'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 # --- hypothesis: any mix of TorchAO weights, ties, plain tensors and views -----------------------
