@@ -135,11 +135,12 @@ def split(tensors: object) -> tuple[object, dict[str, str]]:
     """
     if not isinstance(tensors, Mapping):
         return tensors, {}
-    wrapped = [k for k, v in tensors.items() if _is_torchao_class(v)]
-    codec = _codec() if wrapped else None
-    if not isinstance(codec, _Codec):
+    if not any(_is_torchao_class(v) for v in tensors.values()):
         return tensors, {}
-    encoded = {k for k in wrapped if codec.accepts(tensors[k])}
+    codec = _codec()
+    if isinstance(codec, str):
+        return tensors, {}
+    encoded = {k for k, v in tensors.items() if _is_torchao_class(v) and codec.accepts(v)}
     plain = {k: v for k, v in tensors.items() if k not in encoded}
     layout: dict[str, str] = {}
     marker: dict[str, dict[str, list[str]]] = {}

@@ -73,10 +73,12 @@ def _listed(value: object) -> str:
     return f"{value!r} ({kind})"
 
 
-def _no_list_field(s: Saved) -> str:
-    """An attribute of the weight's class, optional ones first, whose value is not a list."""
+def _no_list_field(s: Saved, kind: str) -> str:
+    """An attribute of the weight's class whose value is not a list: ``optional`` one (None, in a
+    weight-only scheme) where the class has one, else a ``required`` one."""
     cls = type(s.weight)
-    names = [*getattr(cls, "optional_tensor_attribute_names", []), *cls.tensor_attribute_names]
+    required, optional = cls.tensor_attribute_names, getattr(cls, "optional_tensor_attribute_names", [])
+    names = [*optional, *required] if kind == "optional" else [*required, *optional]
     return next(n for n in names if not isinstance(getattr(s.weight, n), (list, tuple)))
 
 
@@ -151,6 +153,11 @@ TAMPERINGS: dict[str, tuple[Callable[[Saved], object], str, str]] = {
         "0.weight",
         "its metadata None (NoneType) is not a str",
     ),
+    "a weight's entry not a str": (
+        lambda s: s.meta.update({"0.weight": 7}),
+        "0.weight",
+        "its metadata 7 (int) is not a str",
+    ),
     "a compat entry of another shape": (
         lambda s: s.marker({"0.weight": {"tuples": [], "more": 1}}),
         "0.weight",
@@ -171,10 +178,15 @@ TAMPERINGS: dict[str, tuple[Callable[[Saved], object], str, str]] = {
         "0.weight",
         "its tuple fields ['no_such_field'] (list) are not {cls}'s",
     ),
-    "a tuple field that holds no list": (
-        lambda s: s.marker({"0.weight": {"tuples": [_no_list_field(s)]}}),
+    "an optional tuple field that holds no list": (
+        lambda s: s.marker({"0.weight": {"tuples": [_no_list_field(s, "optional")]}}),
         "0.weight",
-        "its tuple field {no_list!r} holds {no_list_value}, not a list",
+        "its tuple field {optional!r} holds {optional_value}, not a list",
+    ),
+    "a required tuple field that holds no list": (
+        lambda s: s.marker({"0.weight": {"tuples": [_no_list_field(s, "required")]}}),
+        "0.weight",
+        "its tuple field {required!r} holds {required_value}, not a list",
     ),
 }
 
@@ -184,7 +196,7 @@ def facts(s: Saved) -> dict[str, object]:
     import torchao
 
     cls = type(s.weight)
-    no_list = _no_list_field(s)
+    optional, required = _no_list_field(s, "optional"), _no_list_field(s, "required")
     return {
         "version": str(torchao.__version__),
         "classes": ", ".join(sorted(torchao_api.encoded_classes())),
@@ -193,8 +205,10 @@ def facts(s: Saved) -> dict[str, object]:
         "fields": s.fields,
         "first": s.fields[:1],
         "twice": [*s.fields, s.fields[0]],
-        "no_list": no_list,
-        "no_list_value": _listed(getattr(s.weight, no_list)),
+        "optional": optional,
+        "optional_value": _listed(getattr(s.weight, optional)),
+        "required": required,
+        "required_value": _listed(getattr(s.weight, required)),
     }
 
 
