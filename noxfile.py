@@ -438,8 +438,9 @@ def tests_installed(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def mutation(session: nox.Session) -> None:
-    """Mutation testing of compat (mutation.toml): every module in the default cell, the
-    version-branching ones also in the oldest core cell; reports/mutation.json and a table.
+    """Mutation testing of compat (mutation.toml): every module in the default cell but the
+    TorchAO format's (the newest cell's), the version-branching ones also in the oldest core
+    cell; reports/mutation.json and a table.
     -- --cell ID, --since REF [--sample N] (incremental), --jobs N (harness/mutation/runner.py)."""
     from harness.mutation import runner as mutation_run
 
