@@ -135,12 +135,13 @@ def split(tensors: object) -> tuple[object, dict[str, str]]:
     """
     if not isinstance(tensors, Mapping):
         return tensors, {}
-    if not any(_is_torchao_class(v) for v in tensors.values()):
+    wrapped = [k for k, v in tensors.items() if _is_torchao_class(v)]
+    if not wrapped:
         return tensors, {}
     codec = _codec()
     if isinstance(codec, str):
         return tensors, {}
-    encoded = {k for k, v in tensors.items() if _is_torchao_class(v) and codec.accepts(v)}
+    encoded = {k for k in wrapped if codec.accepts(tensors[k])}
     plain = {k: v for k, v in tensors.items() if k not in encoded}
     layout: dict[str, str] = {}
     marker: dict[str, dict[str, list[str]]] = {}

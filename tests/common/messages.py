@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from compat import _messages, _move, _record, _storage, device, meta
+from tests.common.torchao_api import FORMAT_MODULE
 
 # what compat accepts where it refuses a device or a device index (compat/device.py)
 DEVICE_ACCEPTED = device._ACCEPTED
@@ -32,6 +33,15 @@ def shown(value: object) -> str:
 def record_entry(name: str, what: str) -> str:
     """The whole refusal of entry ``name`` of a file's alias record: ``what`` is wrong with it."""
     return f"metadata[{_record.METADATA_KEY!r}] entry for {name!r}: {what}; {RECORD_ACCEPTED}"
+
+
+def no_torchao_format(version: str) -> str:
+    """Why compat cannot use TorchAO's safetensors format where the installed TorchAO ``version``
+    lacks it (its module absent or blocked)."""
+    return (
+        f"TorchAO {version} has no safetensors format for its tensor classes ({FORMAT_MODULE}, "
+        "TorchAO 0.14 and later; here: ModuleNotFoundError)"
+    )
 
 
 def unknown_name(owner: str, name: str, examples: str) -> str:

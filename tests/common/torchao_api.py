@@ -11,9 +11,11 @@ touching TorchAO.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 
@@ -69,14 +71,18 @@ def quantize_(module: torch.nn.Module, scheme: Any) -> torch.nn.Module:
     return module
 
 
+# the module of TorchAO's own safetensors format (TorchAO 0.14 and later), as compat probes it
+FORMAT_MODULE = "torchao.prototype.safetensors.safetensors_utils"
+
+
 def encoded_classes() -> set[str]:
-    """The classes the installed TorchAO's own safetensors format encodes (TorchAO 0.14 on:
-    ``torchao.prototype.safetensors``); empty where it has none."""
+    """The classes the installed TorchAO's own safetensors format encodes; empty where it has
+    none."""
     try:
-        from torchao.prototype.safetensors import safetensors_utils
+        utils = importlib.import_module(FORMAT_MODULE)
     except ImportError:
         return set()
-    return set(safetensors_utils.ALLOWED_TENSORS_SUBCLASSES)
+    return set(utils.ALLOWED_TENSORS_SUBCLASSES)
 
 
 def weight_class_name(weight: torch.Tensor) -> str:
@@ -103,25 +109,24 @@ WEIGHT_SCHEMES: tuple[Callable[[], Any], ...] = (
 )
 
 
-def encodable_scheme() -> Callable[[], Any] | None:
-    """The first scheme of :data:`WEIGHT_SCHEMES` that runs on CPU here and yields a class the
-    installed TorchAO's format encodes; None where there is none."""
+def encodable_linear() -> torch.nn.Linear:
+    """A Linear(64, 32) quantized by the first scheme of :data:`WEIGHT_SCHEMES` that runs on CPU
+    here and yields a class the installed TorchAO's format encodes; the test is skipped, saying
+    so, where no scheme does (TorchAO 0.6-0.13 have no format)."""
     encoded = encoded_classes()
     for scheme in WEIGHT_SCHEMES:
         if cpu_problem(scheme) is None:
             lin = torch.nn.Linear(64, 32)
             quantize_(lin, scheme())
             if weight_class_name(lin.weight) in encoded:
-                return scheme
-    return None
+                return lin
+    pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
 
 
 def unencoded_tensor() -> torch.Tensor:
     """A tensor of a TorchAO class that TorchAO's safetensors format does not encode (through
     0.18): an 8-bit optimizer state, ``OptimState8bit``, found where the installed TorchAO keeps
     it (``torchao.optim``, or ``torchao.prototype.low_bit_optim`` in older releases)."""
-    import importlib
-
     for path in ("torchao.optim.subclass_8bit", "torchao.prototype.low_bit_optim.subclass_8bit"):
         try:
             module = importlib.import_module(path)

@@ -13,8 +13,9 @@ TorchAO by this module, and each weight's own ``__tensor_flatten__``:
 * any other class (``AffineQuantizedTensor`` on TorchAO 0.6-0.17, or a release without the
   format): ``UnsavableTensorError`` naming the key, the class and what this TorchAO lacks.
 
-Files are untrusted: a tampered record is refused with a ValueError naming the entry. Which schemes
-run is probed (``tests/torchao_api.cpu_problem``), never read off a version. CPU only: TorchAO's
+Files are untrusted: a tampered record is refused with a ValueError naming the entry
+(tests/compat/test_torchao_records.py). Which schemes run is probed
+(``tests/common/torchao_api.cpu_problem``), never read off a version. CPU only: TorchAO's
 quantization runs here on the CPU, and the format is device-free (``load_file(device=...)`` is
 compat's device handling, tested in tests/compat/test_saving.py).
 """
@@ -38,7 +39,7 @@ from hypothesis import strategies as st
 
 import compat
 from compat.saving import UnsavableTensorError
-from tests.common import torchao_api
+from tests.common import messages, torchao_api
 from tests.common.roundtrip import assert_same_tensor, assert_same_weight
 from tests.common.strategies import torchao_linears
 
@@ -126,10 +127,7 @@ def test_torchao_reads_compat_files_and_compat_reads_torchao_files(
 
 def _weight() -> torch.Tensor:
     """A quantized weight of a class the installed TorchAO's format encodes (skip: none here)."""
-    scheme = torchao_api.encodable_scheme()
-    if scheme is None:
-        pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
-    return torchao_api.quantize_(torch.nn.Linear(64, 32), scheme()).weight.detach()
+    return torchao_api.encodable_linear().weight.detach()
 
 
 @pytest.mark.parametrize("holder", ["a plain tensor", "another TorchAO weight"])
@@ -171,17 +169,6 @@ def test_the_metadata_of_torchao_weights_is_json_with_sorted_keys() -> None:
     assert json.loads(meta["tensor_names"]) == ["0.weight", "1.weight"]
 
 
-_UTILS = "torchao.prototype.safetensors.safetensors_utils"
-
-
-def _no_format_note(version: str) -> str:
-    return (
-        f". compat saves TorchAO's tensor classes in TorchAO's own format, but TorchAO {version} "
-        f"has no safetensors format for its tensor classes ({_UTILS}, TorchAO 0.14 and later; "
-        "here: ModuleNotFoundError)"
-    )
-
-
 @pytest.mark.parametrize("torchao", ["as installed", "with its format blocked", "unversioned"])
 def test_a_torchao_class_the_format_lacks_is_refused_saying_what_is_saved(
     torchao: str, monkeypatch: pytest.MonkeyPatch
@@ -198,7 +185,7 @@ def test_a_torchao_class_the_format_lacks_is_refused_saying_what_is_saved(
         pytest.skip(str(exc))
     version, encoded = str(installed.__version__), sorted(torchao_api.encoded_classes())
     if torchao == "with its format blocked":
-        monkeypatch.setitem(sys.modules, _UTILS, None)
+        monkeypatch.setitem(sys.modules, torchao_api.FORMAT_MODULE, None)
         encoded = []
     elif torchao == "unversioned":
         monkeypatch.delattr(installed, "__version__")
@@ -209,7 +196,8 @@ def test_a_torchao_class_the_format_lacks_is_refused_saying_what_is_saved(
         f", or TorchAO's tensor classes that TorchAO {version}'s own safetensors format encodes: "
         f"{', '.join(encoded)}"
         if encoded
-        else _no_format_note(version)
+        else f". compat saves TorchAO's tensor classes in TorchAO's own format, but "
+        f"{messages.no_torchao_format(version)}"
     )
     assert str(info.value).startswith(f"key '0.weight' holds a {type(state).__name__}, ")
     assert str(info.value).endswith(note)

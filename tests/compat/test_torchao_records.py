@@ -3,10 +3,11 @@
 compat writes TorchAO's weights in TorchAO's own safetensors layout (TorchAO 0.14 and later) and
 adds its marker ``__compat_subclasses__`` (tests/compat/test_saving_torchao.py). Each test here
 saves a quantized weight, changes the record or the stored tensors one way, and expects the
-whole refusal word for word: a ValueError naming the entry (compat._record.bad's frame) and what
-is wrong with it, never another exception and never a weight built from a bad record. The oracle
-for the class's fields is the weight's own class (``tensor_data_names`` and the rest), and for
-what the format encodes the installed TorchAO's list. Skipped where no scheme here yields a class
+whole refusal word for word: a ValueError naming the entry (the frame of
+tests.common.messages.record_entry) and what is wrong with it, never another exception and never a
+weight built from a bad record. The oracle for the class's fields is the weight's own class
+(``tensor_data_names`` and the rest), and for what the format encodes the installed TorchAO's
+list. Skipped where no scheme here yields a class
 the installed TorchAO's format encodes (TorchAO 0.6-0.13 have no format).
 """
 
@@ -22,11 +23,11 @@ import pytest
 import torch
 
 import compat
-from compat import _record
 from tests.common import torchao_api
+from tests.common.messages import no_torchao_format, record_entry, shown
 
 MARKER = "__compat_subclasses__"
-UTILS = "torchao.prototype.safetensors.safetensors_utils"
+UTILS = torchao_api.FORMAT_MODULE
 
 
 @dataclass
@@ -56,28 +57,18 @@ class Saved:
 
 @pytest.fixture
 def saved() -> Saved:
-    scheme = torchao_api.encodable_scheme()
-    if scheme is None:
-        pytest.skip("no scheme here yields a class the installed TorchAO's format encodes")
-    lin = torchao_api.quantize_(torch.nn.Linear(64, 32), scheme())
+    lin = torchao_api.encodable_linear()
     weight = lin.weight.detach()
     data, meta = compat.dedup_for_save({"0.weight": weight, "0.bias": lin.bias})
     return Saved(weight, data, meta)
-
-
-def _listed(value: object) -> str:
-    """A value as compat's refusals show it: its repr and its type (module-qualified but for
-    builtins)."""
-    cls = type(value)
-    kind = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    return f"{value!r} ({kind})"
 
 
 def _no_list_field(s: Saved, kind: str) -> str:
     """An attribute of the weight's class whose value is not a list: ``optional`` one (None, in a
     weight-only scheme) where the class has one, else a ``required`` one."""
     cls = type(s.weight)
-    required, optional = cls.tensor_attribute_names, getattr(cls, "optional_tensor_attribute_names", [])
+    required = cls.tensor_attribute_names
+    optional = getattr(cls, "optional_tensor_attribute_names", [])
     names = [*optional, *required] if kind == "optional" else [*required, *optional]
     return next(n for n in names if not isinstance(getattr(s.weight, n), (list, tuple)))
 
@@ -206,9 +197,9 @@ def facts(s: Saved) -> dict[str, object]:
         "first": s.fields[:1],
         "twice": [*s.fields, s.fields[0]],
         "optional": optional,
-        "optional_value": _listed(getattr(s.weight, optional)),
+        "optional_value": shown(getattr(s.weight, optional)),
         "required": required,
-        "required_value": _listed(getattr(s.weight, required)),
+        "required_value": shown(getattr(s.weight, required)),
     }
 
 
@@ -223,7 +214,7 @@ def test_a_tampered_torchao_record_is_refused_naming_the_entry(
     before = dict(saved.data)
     with pytest.raises(ValueError) as info:
         saved.restore()
-    assert str(info.value) == str(_record.bad(TAMPERINGS[tampering][1], said))
+    assert str(info.value) == record_entry(TAMPERINGS[tampering][1], said)
     assert saved.data.keys() == before.keys()
     assert all(saved.data[k] is t for k, t in before.items())  # nothing half rebuilt
 
@@ -236,8 +227,10 @@ def test_attributes_torchao_cannot_build_from_are_refused_with_torchao_s_words(
     saved.entry(_data={**json.loads(saved.meta["0.weight"])["_data"], "no_such_kw": 1})
     with pytest.raises(ValueError) as info:
         saved.restore()
-    frame = str(_record.bad("0.weight", f"TorchAO {torchao.__version__} cannot build it ("))
-    assert str(info.value).startswith(frame.split(" (", 1)[0] + " (")
+    # TorchAO's own words stand between the parentheses
+    said = f"TorchAO {torchao.__version__} cannot build it (…)"
+    head, tail = record_entry("0.weight", said).split("…")
+    assert str(info.value).startswith(head) and str(info.value).endswith(tail)
     assert "no_such_kw" in str(info.value)
 
 
@@ -275,7 +268,7 @@ def test_inner_tensors_two_weights_would_share_are_refused(saved: Saved) -> None
     assert saved.data.keys() == before.keys()  # the other weight, built, is not put in
     assert all(saved.data[k] is t for k, t in before.items())
     said = f"its inner tensors ['0._weight_{extra}'] belong to another weight"
-    assert str(info.value) == str(_record.bad("0.weight", said))
+    assert str(info.value) == record_entry("0.weight", said)
 
 
 @pytest.mark.parametrize("weights", ["0.weight", "none"])
@@ -296,11 +289,10 @@ def test_a_record_is_refused_where_torchao_s_format_is_missing(
     why = (
         "TorchAO cannot be imported here (ModuleNotFoundError)"
         if blocked == "torchao"
-        else f"TorchAO {torchao.__version__} has no safetensors format for its tensor classes "
-        f"({UTILS}, TorchAO 0.14 and later; here: ModuleNotFoundError)"
+        else no_torchao_format(str(torchao.__version__))
     )
     name = "0.weight" if weights == "0.weight" else MARKER
-    assert str(info.value) == str(_record.bad(name, f"it needs TorchAO's format: {why}"))
+    assert str(info.value) == record_entry(name, f"it needs TorchAO's format: {why}")
 
 
 def test_a_decoder_that_builds_another_class_is_refused(
@@ -315,4 +307,4 @@ def test_a_decoder_that_builds_another_class_is_refused(
     with pytest.raises(ValueError) as info:
         saved.restore()
     said = f"TorchAO built a Tensor, not a {type(saved.weight).__name__}"
-    assert str(info.value) == str(_record.bad("0.weight", said))
+    assert str(info.value) == record_entry("0.weight", said)
