@@ -51,12 +51,10 @@ interpreters.expose(
     interpreters.find(MATRIX.python, uv=shutil.which("uv")), paths.ROOT / ".nox" / ".pythons"
 )
 HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
-# CI's cell jobs get the gate's upstream candidates here (workflow inputs reach scripts only
-# through env:); the matrix, gate and baseline sessions pass them to the runner directly.
+# CI's cell jobs (`nox -s matrix -- --cell …`) get the gate's upstream candidates here, a JSON
+# list (workflow inputs reach scripts only through env:), as do the group and cell sessions; the
+# gate session takes them as --candidate
 CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
-# the nightly's cell jobs: run every test (FULL_ENV=true); the cells named in CARRY_SOURCE_ENV
-# also make the TorchAO-blocked run whose verdicts the aggregate job checks (harness/cells/carry.py)
-FULL_ENV, CARRY_SOURCE_ENV = "COMPAT_MATRIX_FULL", "COMPAT_MATRIX_CARRY_SOURCE"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
 HARNESS_TESTS_S = 1200  # the harness tests' own limit (.ci/stages' is the stage's): 260-280 s here
 
@@ -86,8 +84,6 @@ def _run_group(session: nox.Session, cells: list[Cell]) -> None:
             reports=REPORTS,
             candidates=candidates,
             stop=stop,
-            full=os.environ.get(FULL_ENV) == "true",
-            sources=os.environ.get(CARRY_SOURCE_ENV, "").split(),
         )
     _judge(session, results, stop)
 
@@ -268,7 +264,7 @@ def matrix(session: nox.Session) -> None:
     Fails if any cell that should have run did not pass, or the run was stopped."""
     args = _matrix_args("matrix", session.posargs)
     session.install(*HARNESS_REQS)
-    stop = _run_matrix(session, args)
+    stop = _run_matrix(session, args, json.loads(os.environ.get(CANDIDATES_ENV) or "[]"))
     cells = verdict.judge(REPORTS, verdict.expected(REPORTS))
     if stop.requested:
         session.error(f"stopped by {stop.signal}: the cells it cut short are marked interrupted")

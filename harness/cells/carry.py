@@ -18,8 +18,9 @@ recorded in each cell. A full run (``nox -s matrix -- --full``, the nightly) run
 every cell; the first cell of each group also makes the blocked run and records the verdicts it
 would have carried (``carry.independent`` in its cell.json). :func:`check` then compares each
 of them with the real verdict of every cell of the group, from the records (so it works the same
-on one machine and across GitHub's one-job-per-cell matrix): a disagreement makes that cell a
-harness error naming the test and both cells (a wrong independence class, caught).
+on one machine and across GitHub's jobs, one per torch group, a group cut into two included): a
+disagreement makes that cell a harness error naming the test and both cells (a wrong independence
+class, caught).
 
 Standard library only (it runs in the nox process). ``python -m harness.cells.carry --reports DIR``
 runs :func:`check` over a run's records.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,10 @@ def group_cells(cells: Sequence[Cell]) -> dict[str, list[Cell]]:
     return groups
 
 
-def _roles(
-    matrix: Matrix, cells: Sequence[Cell], full: bool, sources: Collection[str] = ()
-) -> dict[Any, carry.Role]:
+def _roles(matrix: Matrix, cells: Sequence[Cell], full: bool) -> dict[Any, carry.Role]:
     """One shared role per set of cells a blocked run can stand for: two cells or more of the
-    run; in a full run also a lone cell named in ``sources`` (GitHub runs each cell in its own
-    job: there the first cell of each set makes the blocked run the aggregate job checks)."""
+    run (a GitHub job runs a torch group, so a set is whole in one job unless its group was too
+    long for one: harness/ci/fanout.py)."""
     found: dict[Any, list[Cell]] = {}
     for cell in cells:
         key = carry.key(matrix, cell)
@@ -68,7 +66,7 @@ def _roles(
     return {
         key: carry.Role("torchao", carry.varying_patterns(matrix, group), full=full)
         for key, group in found.items()
-        if len(group) > 1 or (full and group[0].id in sources)
+        if len(group) > 1
     }
 
 
@@ -134,7 +132,6 @@ def run_cells(
     echo: Echo | None = sys.stdout,
     stop: Stop | None = None,
     full: bool = False,
-    sources: Collection[str] = (),
     threads: int | None = None,
     env: Mapping[str, str] | None = None,
     deselect: Mapping[str, Mapping[str, str]] | None = None,
@@ -145,9 +142,9 @@ def run_cells(
     Where matrix.toml asks for it, cells that differ only in TorchAO carry the verdicts of the
     tests independent of it from the first of them (:mod:`harness.cells.carry`); ``full`` runs
     every test in every cell, the first of each set also making the blocked run whose verdicts
-    :func:`harness.cells.carry.check` compares with the real ones (``sources``: lone cells that
-    make it, see :func:`_roles`). ``threads``: the CPU threads each cell's torch may use (its
-    share of the cores when groups run side by side, see :func:`thread_env`). ``env``: added to
+    :func:`harness.cells.carry.check` compares with the real ones. ``threads``: the CPU threads
+    each cell's torch may use (its share of the cores when groups run side by side, see
+    :func:`thread_env`). ``env``: added to
     the environment of every command of every cell (a pruned group's own uv cache, see
     :func:`harness.cells.run.run_matrix`). ``deselect``: cell id -> the test paths it leaves
     out, each with why (``--peer-suites first``, :func:`harness.cells.run.peer_deselection`).
@@ -159,7 +156,7 @@ def run_cells(
     present = {cell.backend.name: cell.backend for cell in cells}
     absent = {name: backends.host_lacks(backend) for name, backend in present.items()}
     tool = uv or (uv_bin() if any(reason is None for reason in absent.values()) else "")
-    roles = _roles(matrix, [c for c in cells if not absent[c.backend.name]], full, sources)
+    roles = _roles(matrix, [c for c in cells if not absent[c.backend.name]], full)
     for cell in cells:
         reason = absent[cell.backend.name]
         try:

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.cells import verdict
 from harness.cells.status import FAILING, RAN_STATUSES
-from harness.matrix import paths
+from harness.matrix import limits, paths
 from harness.matrix.backends import is_absence
 from harness.report import history
 
@@ -280,11 +280,14 @@ def _after(row: dict[str, Any]) -> str:
     return f"{row['after']} (carried from {carried})" if carried else str(row["after"])
 
 
-def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
+def render_markdown(
+    result: dict[str, Any], limit_rows: int = 500, limit_bytes: int = limits.STEP_SUMMARY.room
+) -> str:
     """gate.md: the verdict, the counts per class, the candidates, the downstream impact and
-    every row but ``new`` ones. Each row is one table row: its fields go through
-    :func:`table_cell`, the why (a whole cell's reason: why it did not install, crashed, ...)
-    cut to :data:`WHY_CHARS`."""
+    every row but ``new`` ones, at most ``limit_rows`` of each table and ``limit_bytes`` in all
+    (it goes to a step summary: half of GitHub's limit by default; a cut says where the rest
+    is). Each row is one table row: its fields go through :func:`table_cell`, the why (a whole
+    cell's reason: why it did not install, crashed, ...) cut to :data:`WHY_CHARS`."""
     verdict_line = "✅ no regressions" if result["ok"] else "❌ the gate fails"
     lines = [
         f"# Regression gate: {verdict_line}",
@@ -342,7 +345,20 @@ def render_markdown(result: dict[str, Any], limit_rows: int = 500) -> str:
         ]
         if len(shown) > limit_rows:
             lines.append(f"\n… {len(shown) - limit_rows} more rows in gate.json")
-    return "\n".join(lines) + "\n"
+    return _capped(lines, limit_bytes)
+
+
+def _capped(lines: list[str], limit: int) -> str:
+    """``lines`` joined, the lines past ``limit`` bytes dropped for one saying so."""
+    note = "\n… cut to fit the step summary; every row is in gate.json\n"
+    kept: list[str] = []
+    size = len(note.encode())
+    for line in lines:
+        size += len(line.encode()) + 1
+        if size > limit:
+            return "\n".join(kept) + note
+        kept.append(line)
+    return "\n".join(kept) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

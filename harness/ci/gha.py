@@ -1,39 +1,47 @@
 """The GitHub Actions matrix, from matrix.toml through the same loader the noxfile uses, and the
-aggregate's manifest of the cells it emitted.
+aggregate's manifest of the cells it planned.
 
     python -m harness.ci.gha matrix [--tier core] [--backend cpu] [--enabled "cuda xpu"]
-                                 [--event schedule] [--cells "torch2.6-ao0.8-cpu"]
+                                 [--event schedule] [--ref-protected true]
+                                 [--cells "torch2.6-ao0.8-cpu"]
                                  [--candidates "pkg==1 other @ https://…"]
                                  [--pr-repository owner/name --pr-number N --pr-sha SHA]
-                                 [--artifact-prefix NAME] [--github-output "$GITHUB_OUTPUT"]
-    python -m harness.ci.gha manifest --reports reports --tiers "core extended"
+                                 [--artifact-prefix NAME] [--plan-out plan/plan.json]
+                                 [--github-output "$GITHUB_OUTPUT"]
+    python -m harness.ci.gha manifest --plan plan/plan.json --reports reports \
+                                 --tiers "core extended"
     python -m harness.ci.gha verdict --gate reports/gate.json [--github-output "$GITHUB_OUTPUT"]
 
-``matrix`` writes ``matrix`` ({"include": [...]}: one entry per cell, with the nox session, the
-runner labels and the artifact name: what the aggregate judges), the same entries split for
-matrix.yml's cell jobs (``jobs``, ``jobs-more`` and ``more``: GitHub runs at most
-:data:`MAX_JOBS` jobs per matrix, :func:`split`), ``cells`` (the cell ids, JSON), ``tiers`` (space
-separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`), ``candidates`` (a
-JSON list: what each cell installs after its pins; the input may be a JSON list or candidates
-separated by spaces, commas or newlines, :mod:`harness.ci.trigger`), ``judged`` (one Markdown line
-naming the upstream pull request the ``--pr-*`` arguments name, or empty) and ``trusted``
-(``true`` when the run installs no candidate: only such runs save caches that other runs
-restore) to the step's output file, and fails (exit 2, with the reason) instead of emitting
-something GitHub cannot run. Backends other than cpu are opt-in: a repository variable lists
-the enabled ones, and only runs a maintainer starts (schedule, workflow_dispatch) may use
-them, so no job waits for a runner nobody has and no pull request's code, a fork's included,
-reaches a self-hosted runner: not through ci.yml, and not through a ``repository_dispatch``
-from an upstream CI (its candidates run on cpu). Runner labels come from matrix.toml's
-``runs_on``, overridable per backend through ``$COMPAT_MATRIX_RUNS_ON`` (JSON:
-{"cuda": ["self-hosted", "a100"]}).
+``matrix`` writes the run's plan (:func:`plan`: every cell id, and the jobs that run them, one per
+torch group, :mod:`harness.ci.fanout`) to ``--plan-out``, a file the setup job uploads as the
+artifact ``<prefix>plan`` for the aggregate job, and small outputs to the step's output file:
+``jobs`` ({"include": [...]}, the cell job's ``strategy.matrix``: one entry per job, at most
+:data:`harness.matrix.limits.JOBS_PER_MATRIX`), ``count`` (cells planned), ``tiers`` (space
+separated), ``prefix`` (the call's artifact prefix: :func:`artifact_prefix`), ``name`` (what
+tells this call apart in a commit status and a concurrency group: :func:`call_name`),
+``candidates`` (a JSON list: what each cell installs after its pins; the input may be a JSON
+list or candidates separated by spaces, commas or newlines, :mod:`harness.ci.trigger`, at most
+:data:`MAX_CANDIDATES` bytes), ``judged`` (one Markdown line naming the upstream pull request
+the ``--pr-*`` arguments name, or empty) and ``trusted`` (``true`` when the run installs no
+candidate). Nothing that grows with the matrix travels as an output or an environment variable
+(:mod:`harness.ci.widths` holds every value to half its limit). It fails (exit 2, with the
+reason) instead of emitting something GitHub cannot run.
 
-``manifest`` writes ``reports/run.json`` naming the cells the setup job emitted
-(``$EXPECTED_MATRIX``: the ``matrix`` output), the same manifest ``nox -s matrix`` writes, so the
-report and the gate judge exactly those cells (:mod:`harness.cells.verdict`): an emitted cell whose
-``cell.json`` never came back is "no record", which fails both, and a cell the run did not emit
-is never counted missing (a narrowed run is judged on what it ran). ``verdict`` turns
-``gate.json`` into the reusable workflow's outputs (verdict pass / fail / none, regressions,
-missing). Standard library and the harness.
+Backends other than cpu are opt-in: a repository variable lists the enabled ones, and only runs a
+maintainer starts (schedule, workflow_dispatch) may use them, so no job waits for a runner nobody
+has and no pull request's code, a fork's included, reaches a self-hosted runner: not through
+ci.yml, and not through a ``repository_dispatch`` from an upstream CI (its candidates run on cpu).
+A run with candidates (unreviewed code) reaches a GPU runner only when a maintainer dispatched it
+from a protected ref (``--ref-protected true``: ``github.ref_protected``) and named the backend.
+Runner labels come from matrix.toml's ``runs_on``, overridable per backend through
+``$COMPAT_MATRIX_RUNS_ON`` (JSON: {"cuda": ["self-hosted", "a100"]}).
+
+``manifest`` writes ``reports/run.json`` naming the cells of the plan, the same manifest ``nox -s
+matrix`` writes, so the report and the gate judge exactly those cells
+(:mod:`harness.cells.verdict`): a planned cell whose ``cell.json`` never came back is "no
+record", which fails both, and a cell the run did not plan is never counted missing (a narrowed
+run is judged on what it ran). ``verdict`` turns ``gate.json`` into the reusable workflow's
+outputs (verdict pass / fail / none, regressions, missing). Standard library and the harness.
 """
 
 from __future__ import annotations
@@ -45,12 +53,13 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cells import carry, group_run, run
-from harness.ci import trigger
-from harness.matrix import paths, spec
+from harness.cells import run
+from harness.ci import fanout, trigger
+from harness.matrix import limits, paths, spec
 from harness.matrix.errors import Refused
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
@@ -59,15 +68,17 @@ ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 # request, a fork's included, so its candidates run on GitHub's hosted cpu runners only.
 MAINTAINER_EVENTS = frozenset({"schedule", "workflow_dispatch"})
 RUNS_ON_ENV = "COMPAT_MATRIX_RUNS_ON"
-EXPECTED_ENV = "EXPECTED_MATRIX"
-MAX_JOBS = 256  # GitHub's limit on the jobs one matrix may generate; past it the run never starts
-# matrix.yml's cell jobs (the same steps), each fed one part of the matrix: (job, setup output)
-CELL_JOBS = (("cell", "jobs"), ("cells-more", "jobs-more"))
+PLAN_SCHEMA = 1
+PLAN_FILE = "plan.json"  # in the folder of the setup job's `<prefix>plan` artifact
+MAX_CANDIDATES = 16_384  # bytes of the candidates input: it reaches every cell's environment
+MAX_NAME = 64  # characters of the packages in a call's name (the commit status's context)
+MAX_LABELS, MAX_LABEL = 8, 64  # runner labels per backend, characters per label
 # the tiers a workflow can be asked for: the prerelease tier runs with nox only for now (its
 # failures are reported, not fatal, and matrix.yml cannot yet mark one cell job as non-fatal)
 WORKFLOW_TIERS = tuple(t for t in spec.TIERS if t != "prerelease")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+_COMMIT_ID = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{7,40}(?![0-9a-fA-F])")  # a pushed commit
 
 
 class GhaError(Refused):
@@ -80,7 +91,9 @@ def words(text: str | None) -> list[str]:
 
 
 def runner_labels(matrix: spec.Matrix, raw: str | None) -> dict[str, list[str]]:
-    """Runner labels per backend: matrix.toml's ``runs_on``, then the overrides in ``raw``."""
+    """Runner labels per backend: matrix.toml's ``runs_on``, then the overrides in ``raw`` (at
+    most :data:`MAX_LABELS` labels of :data:`MAX_LABEL` characters each: they are in every job's
+    entry)."""
     labels = {name: list(b.runs_on) for name, b in matrix.backends.items()}
     if not (raw or "").strip():
         return labels
@@ -101,21 +114,32 @@ def runner_labels(matrix: spec.Matrix, raw: str | None) -> dict[str, list[str]]:
         got = words(value) if isinstance(value, str) else value
         if (
             not isinstance(got, list)
-            or not got
-            or not all(isinstance(v, str) and _LABEL.match(v) for v in got)
+            or not 0 < len(got) <= MAX_LABELS
+            or not all(isinstance(v, str) and _LABEL.match(v) and len(v) <= MAX_LABEL for v in got)
         ):
-            raise GhaError(f"{RUNS_ON_ENV}: {name}: expected runner labels, got {value!r}")
+            raise GhaError(
+                f"{RUNS_ON_ENV}: {name}: expected 1 to {MAX_LABELS} runner labels of at most"
+                f" {MAX_LABEL} letters, digits, '_', '.', ':' or '-', got {str(value)[:200]!r}"
+            )
         labels[name] = list(got)
     return labels
 
 
 def select_backends(
-    requested: Iterable[str], enabled: Iterable[str], event: str | None, known: Iterable[str]
+    requested: Iterable[str],
+    enabled: Iterable[str],
+    event: str | None,
+    known: Iterable[str],
+    *,
+    untrusted: bool = False,
+    protected: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """The backends a run may use, and for each one dropped, why.
 
     cpu is always usable; another backend needs the repository to enable it and an event a
-    maintainer started. ``event`` None means "not on GitHub" (a local call): no event rule."""
+    maintainer started, and, for a run that installs candidates (``untrusted``), a workflow
+    started from a protected ref (``protected``: ``github.ref_protected``). ``event`` None means
+    "not on GitHub" (a local call): no event or ref rule."""
     known = list(known)
     for name in [*requested, *enabled]:
         if name not in known:
@@ -132,12 +156,17 @@ def select_backends(
                 f"GPU runners take no {event} event (runs a maintainer starts by hand or the"
                 " schedule only: schedule, workflow_dispatch)"
             )
+        elif event is not None and untrusted and not protected:
+            dropped[name] = (
+                "candidates reach a GPU runner only from a protected ref (the workflow"
+                " dispatched from a branch whose rules hold its files reviewed)"
+            )
         else:
             chosen.append(name)
     return chosen, dropped
 
 
-def github_matrix(
+def plan(
     matrix: spec.Matrix,
     tiers: list[str],
     backends: list[str] | None = None,
@@ -146,69 +175,48 @@ def github_matrix(
     labels: Mapping[str, list[str]] | None = None,
     prefix: str = "",
 ) -> dict[str, Any]:
-    """One matrix entry per cell of ``tiers`` on ``backends`` (None: all), narrowed to ``cells``
-    (cell ids or session names; empty: all), its artifact named ``<prefix>reports-<session>``.
-    CPU cells first, so they never queue behind GPU cells for the ``max-parallel`` slots."""
+    """The run's plan: the ids of the cells of ``tiers`` on ``backends`` (None: all), narrowed to
+    ``cells`` (cell ids or session names; empty: all), and the jobs that run them, one per torch
+    group (:mod:`harness.ci.fanout`), each uploading ``<prefix>reports-<job>``. CPU jobs first, so
+    that they never queue behind GPU jobs for the ``max-parallel`` slots."""
     known = {c.id for c in matrix.cells(tiers=spec.TIERS)}
     wanted = {c.removeprefix("tests-") for c in cells}
     unknown = sorted(wanted - known)
     if unknown:
         raise GhaError(f"unknown cell {unknown[0]!r}; `nox -l -t cell` lists them")
-    include = []
     chosen = [
         c
         for c in matrix.cells(tiers=tiers)
         if (backends is None or c.backend.name in backends) and (not wanted or c.id in wanted)
     ]
     chosen.sort(key=lambda c: c.backend.name != ALWAYS)  # stable: matrix order otherwise
-    sets: dict[Any, list[str]] = {}  # the cells one blocked run stands for (harness/cells/carry.py)
-    for cell in chosen:
-        sets.setdefault(carry.key(matrix, cell) or cell.id, []).append(cell.id)
-    sources = {ids[0] for ids in sets.values() if len(ids) > 1}
-    for cell in chosen:
-        session = group_run.cell_name(cell)
-        include.append(
-            {
-                "session": session,
-                "cell": cell.id,
-                "python": cell.python,
-                "torch": cell.torch.pin,
-                "torchao": cell.torchao.pin,
-                "backend": cell.backend.name,
-                "tier": cell.tier,
-                "runs-on": list((labels or {}).get(cell.backend.name, cell.backend.runs_on)),
-                "artifact": f"{prefix}reports-{session}",
-                "timeout-minutes": -(-cell.timeout_s // 60) + 10,  # + install and upload
-                # a full run's blocked run is made here (harness/cells/carry.py); "" elsewhere
-                "carry-source": cell.id if cell.id in sources else "",
-            }
-        )
-    return {"include": include}
+    where = {name: list(b.runs_on) for name, b in matrix.backends.items()} | dict(labels or {})
+    jobs = [fanout.entry(job, matrix, where, prefix) for job in fanout.plan_jobs(chosen)]
+    return {"schema": PLAN_SCHEMA, "cells": [c.id for c in chosen], "jobs": jobs}
 
 
-def split(include: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The matrix entries in order, in one part per cell job of matrix.yml (:data:`CELL_JOBS`),
-    none over :data:`MAX_JOBS`; the later parts are empty while the run fits the first. More
-    entries than the cell jobs hold is refused, with the count and the way out."""
-    room = MAX_JOBS * len(CELL_JOBS)
-    if len(include) > room:
+def check_jobs(jobs: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a plan GitHub would not start: more jobs than one matrix may expand to."""
+    most = limits.JOBS_PER_MATRIX.value
+    if len(jobs) > most:
         raise GhaError(
-            f"{len(include)} cells to run: GitHub runs at most {MAX_JOBS} jobs per matrix and"
-            f" matrix.yml has {len(CELL_JOBS)} cell jobs ({room}); narrow the run (tiers,"
-            " backends, cells) or add a cell job to matrix.yml and harness.ci.gha.CELL_JOBS"
+            f"{len(jobs)} jobs to run: GitHub expands one matrix to at most {most} jobs"
+            f" ({limits.JOBS_PER_MATRIX.source}); narrow the run (tiers, backends, cells)"
         )
-    return [
-        {"include": list(include[i * MAX_JOBS : (i + 1) * MAX_JOBS])} for i in range(len(CELL_JOBS))
-    ]
 
 
 def parse_candidates(raw: str | None) -> list[str]:
     """The ``candidates`` input of matrix.yml: empty or ``[]`` for none; else a JSON list or
     candidates separated by spaces, commas or newlines (:func:`harness.ci.trigger.split_candidates`:
-    an option-like candidate is refused)."""
+    an option-like candidate is refused), at most :data:`MAX_CANDIDATES` bytes in all."""
     text = (raw or "").strip()
     if text in ("", "[]"):
         return []
+    if len(text.encode()) > MAX_CANDIDATES:
+        raise GhaError(
+            f"candidates: {len(text.encode()):,} bytes; accepted: at most {MAX_CANDIDATES:,} (they"
+            " reach every cell's environment): name fewer, or one wheel or URL per package"
+        )
     try:
         return trigger.split_candidates(text)
     except trigger.TriggerError as exc:
@@ -238,31 +246,48 @@ def artifact_prefix(name: str, candidates: Sequence[str], selection: Sequence[st
     return f"gate-{hashlib.sha256(what.encode()).hexdigest()[:10]}-"
 
 
-def expected_cells(matrix_json: str) -> list[str]:
-    """The ids of the cells the setup job emitted, from its ``matrix`` output."""
+def call_name(
+    given: str, candidates: Sequence[str], tiers: Sequence[str], cells: Sequence[str] = ()
+) -> str:
+    """What tells this call of the pipeline apart from another in the same caller run, stable
+    across pushes to the judged pull request (so that a commit status of that name can be
+    required): the ``artifact-prefix`` input when given; else, for a call with candidates, the
+    packages they name (:func:`harness.ci.trigger.package_name`) and 6 hex digits of a digest of
+    the candidates with their commit ids blanked, the tiers and the cells (the same candidates
+    from a source tree and as a wheel are two names); else '' (one call per run)."""
+    name = given.strip().rstrip("-")
+    if name or not candidates:
+        return name
+    blanked = [_COMMIT_ID.sub("*", c) for c in candidates]
+    digest = hashlib.sha256(json.dumps([blanked, list(tiers), list(cells)]).encode())
+    names = "+".join(sorted(dict.fromkeys(trigger.package_name(c) for c in candidates)))
+    names = names if len(names) <= MAX_NAME else names[: MAX_NAME - 1] + "…"
+    return f"{names} {digest.hexdigest()[:6]}"
+
+
+def read_plan(path: Path) -> dict[str, Any]:
+    """The plan the setup job uploaded (:func:`plan`), checked; GhaError names what is wrong."""
     try:
-        doc = json.loads(matrix_json)
-        ids = [str(e["cell"]) for e in doc["include"]]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise GhaError(
-            f"{EXPECTED_ENV}: not the setup job's matrix output ({exc!r});"
-            f" got {matrix_json[:200]!r}"
-        ) from None
+        doc = json.loads(path.read_text())
+        ids = [str(i) for i in doc["cells"]]
+        jobs = list(doc["jobs"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise GhaError(f"{path}: not the setup job's plan ({exc!r})") from None
     if not ids:
-        raise GhaError(f"{EXPECTED_ENV}: the setup job emitted no cell")
-    return ids
+        raise GhaError(f"{path}: the setup job planned no cell")
+    return {**doc, "cells": ids, "jobs": jobs}
 
 
-def emitted_manifest(
+def planned_manifest(
     matrix: spec.Matrix, ids: Sequence[str], tiers: Sequence[str]
 ) -> dict[str, Any]:
-    """The run's manifest (``reports/run.json``) naming exactly the emitted cells, so that the
+    """The run's manifest (``reports/run.json``) naming exactly the planned cells, so that the
     report and the gate judge those (:mod:`harness.cells.verdict`): one that sent nothing back is
-    "no record", a bad cell, and a cell the run did not emit is never counted missing."""
+    "no record", a bad cell, and a cell the run did not plan is never counted missing."""
     known = {c.id: c for c in matrix.cells(tiers=spec.TIERS)}
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise GhaError(f"{EXPECTED_ENV}: unknown cell {unknown[0]!r} (not in {matrix.path})")
+        raise GhaError(f"the plan names an unknown cell {unknown[0]!r} (not in {matrix.path})")
     chosen = tuple(known[i] for i in ids)
     backends = tuple(dict.fromkeys(c.backend.name for c in chosen))
     selection = run.Selection(tuple(tiers) or ("core",), backends, chosen)
@@ -290,10 +315,8 @@ def _write_outputs(path: str | None, values: Mapping[str, str]) -> None:
         sys.stdout.write(text)
 
 
-def _emit(matrix: spec.Matrix, args: argparse.Namespace) -> None:
-    """The setup job's outputs (the module's docstring), written to ``--github-output``."""
-    requested = [w for b in args.backend or [] for w in words(b)] or list(matrix.backends)
-    tiers = [t for t in words(" ".join(args.tier or [])) or ["core"]]
+def _tiers(raw: Sequence[str] | None) -> list[str]:
+    tiers = trigger.split_words(" ".join(raw or []), "tiers") or ["core"]
     bad = [t for t in tiers if t not in WORKFLOW_TIERS]
     if bad:
         why = "runs with nox only" if bad[0] in spec.TIERS else "unknown tier"
@@ -301,58 +324,125 @@ def _emit(matrix: spec.Matrix, args: argparse.Namespace) -> None:
             f"{why} {bad[0]!r}; accepted: {list(WORKFLOW_TIERS)} (the prerelease tier: "
             "nox -s matrix -- --tier prerelease, docs/matrix.md)"
         )
-    chosen, dropped = select_backends(requested, words(args.enabled), args.event, matrix.backends)
-    for name, why in dropped.items():
+    return list(dict.fromkeys(tiers))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the setup step is given, as the workflow passes it (strings, untrusted)."""
+
+    tiers: str = "core"
+    backends: str = ""  # empty: every backend
+    enabled: str = ""  # vars.COMPAT_MATRIX_BACKENDS
+    event: str | None = None  # None: not on GitHub (no event or ref rule)
+    ref_protected: str = ""
+    cells: str = ""
+    candidates: str = ""
+    pr_repository: str = ""
+    pr_number: str = ""
+    pr_sha: str = ""
+    artifact_prefix: str = ""
+    runs_on: str = ""  # $COMPAT_MATRIX_RUNS_ON
+    server: str = "https://github.com"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The setup step's result: its outputs, the plan file's contents, the backends it left out
+    (each with why)."""
+
+    outputs: dict[str, str]
+    plan: dict[str, Any]
+    dropped: dict[str, str]
+
+
+def setup(matrix: spec.Matrix, request: Request) -> Setup:
+    """The setup job's plan and outputs (the module's docstring); GhaError or TriggerError
+    naming what is unusable."""
+    requested = trigger.split_words(request.backends, "backends")
+    tiers = _tiers([request.tiers])
+    candidates = parse_candidates(request.candidates)
+    chosen, dropped = select_backends(
+        requested or list(matrix.backends),
+        words(request.enabled),
+        request.event,
+        matrix.backends,
+        untrusted=bool(candidates),
+        protected=request.ref_protected == "true",
+    )
+    labels = runner_labels(matrix, request.runs_on)
+    judged = trigger.judged_line(
+        request.pr_repository, request.pr_number, request.pr_sha, request.server
+    )
+    cells = trigger.split_words(request.cells, "cells")
+    given = " ".join(trigger.split_words(request.artifact_prefix, "artifact-prefix"))
+    selection = [" ".join(tiers), " ".join(chosen), " ".join(cells)]
+    prefix = artifact_prefix(given, candidates, selection)
+    planned = plan(matrix, tiers, chosen, cells=cells, labels=labels, prefix=prefix)
+    if not planned["cells"]:
+        raise GhaError(f"no cell to run: tiers {tiers}, backends {chosen}, cells {request.cells!r}")
+    check_jobs(planned["jobs"])
+    outputs = {
+        "jobs": json.dumps({"include": planned["jobs"]}),
+        "count": str(len(planned["cells"])),
+        "tiers": " ".join(tiers),
+        "prefix": prefix,
+        "name": call_name(given, candidates, tiers, cells),
+        "candidates": json.dumps(candidates),  # what every cell installs after its pins
+        "judged": judged,
+    }
+    return Setup(outputs, {**planned, "tiers": tiers, "prefix": prefix}, dropped)
+
+
+def _emit(matrix: spec.Matrix, args: argparse.Namespace) -> None:
+    """The setup step: its plan file and outputs, and one line of what it planned."""
+    request = Request(
+        tiers=" ".join(args.tier or []) or "core",
+        backends=" ".join(args.backend or []),
+        enabled=args.enabled,
+        event=args.event,
+        ref_protected=args.ref_protected,
+        cells=args.cells,
+        candidates=args.candidates,
+        pr_repository=args.pr_repository,
+        pr_number=args.pr_number,
+        pr_sha=args.pr_sha,
+        artifact_prefix=args.artifact_prefix,
+        runs_on=os.environ.get(RUNS_ON_ENV, ""),
+        server=args.server or "https://github.com",
+    )
+    done = setup(matrix, request)
+    for name, why in done.dropped.items():
         print(f"{name}: left out: {why}", file=sys.stderr)
-    labels = runner_labels(matrix, os.environ.get(RUNS_ON_ENV))
-    candidates = parse_candidates(args.candidates)
-    try:
-        judged = trigger.judged_line(
-            args.pr_repository, args.pr_number, args.pr_sha, args.server or "https://github.com"
-        )
-    except trigger.TriggerError as exc:
-        raise GhaError(str(exc)) from None
-    selection = [" ".join(tiers), " ".join(chosen), " ".join(words(args.cells))]
-    prefix = artifact_prefix(args.artifact_prefix, candidates, selection)
-    emitted = github_matrix(
-        matrix, tiers, chosen, cells=words(args.cells), labels=labels, prefix=prefix
-    )
-    if not emitted["include"]:
-        raise GhaError(f"no cell to run: tiers {tiers}, backends {chosen}, cells {args.cells!r}")
-    parts = split(emitted["include"])
-    _write_outputs(
-        args.github_output,
-        {
-            "matrix": json.dumps(emitted),
-            **{out: json.dumps(part) for (_, out), part in zip(CELL_JOBS, parts, strict=True)},
-            "more": "true" if any(part["include"] for part in parts[1:]) else "false",
-            "cells": json.dumps([e["cell"] for e in emitted["include"]]),
-            "tiers": " ".join(dict.fromkeys(tiers)),
-            "prefix": prefix,
-            "candidates": json.dumps(candidates),  # what every cell installs after its pins
-            "judged": judged,
-            # a run that installs no candidate: the only kind whose jobs save caches (uv's,
-            # the example database) that later runs restore
-            "trusted": "false" if candidates else "true",
-        },
-    )
+    _write_plan(args.plan_out, done.plan)
+    _write_outputs(args.github_output, done.outputs)
+    candidates = json.loads(done.outputs["candidates"])
+    judged = done.outputs["judged"]
     print(
-        f"{len(emitted['include'])} cells on {', '.join(chosen)}"
+        f"{len(done.plan['cells'])} cells in {len(done.plan['jobs'])} jobs on"
+        f" {', '.join(dict.fromkeys(j['backend'] for j in done.plan['jobs']))}"
         + (f"; candidates {candidates}" if candidates else "")
         + (f"; {judged}" if judged else ""),
         file=sys.stderr,
     )
 
 
+def _write_plan(path: Path | None, doc: Mapping[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.ci.gha")
     parser.add_argument("--matrix", default=str(spec.DEFAULT_PATH), help="matrix.toml")
     sub = parser.add_subparsers(dest="command", required=True)
-    emit = sub.add_parser("matrix", help="write the setup job's outputs")
+    emit = sub.add_parser("matrix", help="write the setup job's plan and outputs")
     emit.add_argument("--tier", action="append", help="tiers, space separated (default: core)")
     emit.add_argument("--backend", action="append", help="requested (default: every backend)")
     emit.add_argument("--enabled", default="", help="backends the repository enabled")
     emit.add_argument("--event", default=None, help="github.event_name")
+    emit.add_argument("--ref-protected", default="", help="github.ref_protected (true/false)")
     emit.add_argument("--cells", default="", help="narrow to these cell ids or sessions")
     emit.add_argument(
         "--candidates", default="", help="the run's candidates: a JSON list, or separated by"
@@ -363,10 +453,10 @@ def _parser() -> argparse.ArgumentParser:
     emit.add_argument("--pr-sha", default="", help="its head commit")
     emit.add_argument("--server", default=os.environ.get("GITHUB_SERVER_URL", ""))
     emit.add_argument("--artifact-prefix", default="", help="the call's artifact prefix")
+    emit.add_argument("--plan-out", type=Path, default=None, help="where the plan is written")
     emit.add_argument("--github-output", default=None)
-    manifest = sub.add_parser(
-        "manifest", help="reports/run.json naming the emitted cells ($EXPECTED_MATRIX)"
-    )
+    manifest = sub.add_parser("manifest", help="reports/run.json naming the planned cells")
+    manifest.add_argument("--plan", type=Path, required=True, help="the setup job's plan.json")
     manifest.add_argument("--reports", type=Path, default=paths.DEFAULT_REPORTS)
     manifest.add_argument("--tiers", default="", help="the run's tiers, space separated")
     result = sub.add_parser("verdict", help="the gate's result as workflow outputs")
@@ -386,12 +476,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "matrix":
             _emit(matrix, args)
             return 0
-        ids = expected_cells(os.environ.get(EXPECTED_ENV, ""))
-        doc = emitted_manifest(matrix, ids, words(args.tiers))
+        ids = read_plan(args.plan)["cells"]
+        doc = planned_manifest(matrix, ids, words(args.tiers))
         written = run.write_manifest(args.reports, doc)
-        print(f"{len(ids)} emitted cells → {written}", file=sys.stderr)
+        print(f"{len(ids)} planned cells → {written}", file=sys.stderr)
         return 0
-    except GhaError as exc:
+    except (GhaError, trigger.TriggerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -27,12 +27,13 @@ import jinja2
 
 from harness.cells import verdict
 from harness.cells.status import BAD_STATUSES, colour, format_counts
-from harness.matrix import paths, spec
+from harness.matrix import limits, paths, spec
 from harness.matrix.spec import label_key
 from harness.report import downstream, drift, history, new_releases
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub rejects a step's $GITHUB_STEP_SUMMARY over 1 MiB
+# what one step may append to $GITHUB_STEP_SUMMARY: half of GitHub's limit (harness.matrix.limits)
+STEP_SUMMARY_LIMIT = limits.STEP_SUMMARY.room
 # what the step that appends matrix.md may add beside it (matrix.yml: the judged line, at most a
 # few hundred bytes): matrix.md is cut this much below the limit, never at it
 SUMMARY_RESERVE = 8 * 1024

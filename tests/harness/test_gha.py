@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import pytest
 
 from harness.cells.cell import new_result
 from harness.ci import gate, gha, trigger
-from harness.matrix import paths, spec
+from harness.matrix import limits, paths, spec
 from harness.report import pages as report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +44,10 @@ def setup_outputs(folder: Path, *args: str) -> dict[str, str]:
     done = run_module("harness.ci.gha", "matrix", *args, f"--github-output={out}")
     assert done.returncode == 0, done.stderr
     return outputs(out)
+
+
+def cells_of(jobs: list[dict[str, Any]]) -> list[str]:
+    return [c for job in jobs for c in job["cells"].split()]
 
 
 # --- the setup job: which cells, on which runners ----------------------------------------
@@ -79,12 +81,12 @@ def test_an_unknown_backend_is_refused_by_name() -> None:
         gha.select_backends(["cpu"], ["rocm"], "schedule", spec.load().backends)
 
 
-def test_cpu_cells_come_first_so_gpu_cells_never_hold_every_slot() -> None:
+def test_cpu_jobs_come_first_so_gpu_jobs_never_hold_every_slot() -> None:
     m = spec.load()
-    emitted = gha.github_matrix(m, ["core"], ["cuda", "cpu"])["include"]
-    backends = [e["backend"] for e in emitted]
-    assert backends == ["cpu"] * 20 + ["cuda"] * 20  # 12 pairs + 8 Python corners each
-    assert {e["python"] for e in emitted} == {"3.10", "3.11", "3.12", "3.13"}
+    jobs = gha.plan(m, ["core"], ["cuda", "cpu"])["jobs"]
+    assert [j["backend"] for j in jobs] == ["cpu"] * 4 + ["cuda"] * 4  # one per core torch
+    assert set("\n".join(j["pythons"] for j in jobs).split()) == {"3.10", "3.11", "3.12", "3.13"}
+    assert all(j["pythons"].split()[-1] == m.default_python for j in jobs)  # first on PATH
 
 
 def test_runner_labels_are_overridable_per_backend() -> None:
@@ -97,8 +99,8 @@ def test_runner_labels_are_overridable_per_backend() -> None:
         "b580",
     ]
     assert labels["cpu"] == list(m.backends["cpu"].runs_on)  # the default stays in matrix.toml
-    emitted = gha.github_matrix(m, ["core"], ["cuda"], labels=labels)["include"]
-    assert {tuple(e["runs-on"]) for e in emitted} == {("self-hosted", "gpu-a100")}
+    jobs = gha.plan(m, ["core"], ["cuda"], labels=labels)["jobs"]
+    assert {tuple(j["runs-on"]) for j in jobs} == {("self-hosted", "gpu-a100")}
 
 
 @pytest.mark.parametrize(
@@ -107,8 +109,13 @@ def test_runner_labels_are_overridable_per_backend() -> None:
         ("cuda: a100", "not JSON"),
         ('["a"]', "expected a JSON object"),
         ('{"rocm": ["x"]}', "unknown backend 'rocm'"),
-        ('{"cuda": []}', "expected runner labels"),
-        ('{"cuda": ["ok", "bad label"]}', "expected runner labels"),
+        ('{"cuda": []}', "expected 1 to 8 runner labels"),
+        ('{"cuda": ["ok", "bad label"]}', "expected 1 to 8 runner labels"),
+        (
+            '{"cuda": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}',
+            "expected 1 to 8 runner labels",
+        ),
+        ('{"cuda": ["' + "x" * 65 + '"]}', "of at most 64 letters"),
     ],
 )
 def test_bad_runner_labels_are_refused_with_the_value(raw: str, message: str) -> None:
@@ -119,46 +126,18 @@ def test_bad_runner_labels_are_refused_with_the_value(raw: str, message: str) ->
 def test_the_matrix_narrows_to_named_cells_and_refuses_unknown_ones() -> None:
     m = spec.load()
     cells = ["torch2.6-ao0.8-cpu", "tests-torch2.5-ao0.7-cpu"]
-    emitted = gha.github_matrix(m, ["core", "extended"], ["cpu"], cells=cells)["include"]
-    assert [e["cell"] for e in emitted] == ["torch2.5-ao0.7-cpu", "torch2.6-ao0.8-cpu"]
+    planned = gha.plan(m, ["core", "extended"], ["cpu"], cells=cells)
+    assert planned["cells"] == ["torch2.5-ao0.7-cpu", "torch2.6-ao0.8-cpu"]
+    assert [(j["job"], j["cells"]) for j in planned["jobs"]] == [
+        ("torch2.5-cpu", "torch2.5-ao0.7-cpu"),
+        ("torch2.6-cpu", "torch2.6-ao0.8-cpu"),
+    ]
     with pytest.raises(gha.GhaError, match=r"unknown cell 'torch9\.9-ao0\.8-cpu'"):
-        gha.github_matrix(m, ["core"], ["cpu"], cells=["torch9.9-ao0.8-cpu"])
+        gha.plan(m, ["core"], ["cpu"], cells=["torch9.9-ao0.8-cpu"])
 
 
-def test_the_first_cell_of_each_torch_makes_the_blocked_run_of_a_full_run() -> None:
-    """One job per cell carries nothing; in a full run the first cell of each set of TorchAO
-    cells (same Python, torch, backend, requirements) also makes the TorchAO-blocked run."""
-    m = spec.load()
-    emitted = gha.github_matrix(m, ["core", "extended"], ["cpu"])["include"]
-    marked = {e["cell"] for e in emitted if e["carry-source"]}
-    assert all(e["carry-source"] in ("", e["cell"]) for e in emitted)
-    # each core torch's TorchAO 0.6 cell, and torch 2.6's extended set (0.9 with the peers)
-    assert marked == {
-        "torch2.3-ao0.6-cpu",
-        "torch2.4-ao0.6-cpu",
-        "torch2.5-ao0.6-cpu",
-        "torch2.6-ao0.6-cpu",
-    } | set(
-        ids[0]
-        for ids in _sets(m, [e["cell"] for e in emitted if e["tier"] == "extended"]).values()
-        if len(ids) > 1
-    )
-    lone = gha.github_matrix(m, ["core"], ["cpu"], cells=["torch2.6-ao0.8-cpu"])["include"]
-    assert lone[0]["carry-source"] == ""  # alone in the run: nothing to stand for
-
-
-def _sets(m: spec.Matrix, ids: list[str]) -> dict[Any, list[str]]:
-    from harness.cells import carry
-
-    cells = {c.id: c for c in m.cells(tiers=spec.TIERS)}
-    out: dict[Any, list[str]] = {}
-    for cid in ids:
-        out.setdefault(carry.key(m, cells[cid]), []).append(cid)
-    return out
-
-
-def test_the_setup_step_writes_its_outputs_itself(tmp_path: Path) -> None:
-    out = tmp_path / "github_output"
+def test_the_setup_step_writes_its_plan_and_outputs_itself(tmp_path: Path) -> None:
+    out, plan = tmp_path / "github_output", tmp_path / "plan" / "plan.json"
     done = run_module(
         "harness.ci.gha",
         "matrix",
@@ -167,67 +146,49 @@ def test_the_setup_step_writes_its_outputs_itself(tmp_path: Path) -> None:
         "--cells=torch2.6-ao0.8-cpu, torch2.6-ao0.8-cuda",
         "--enabled=",
         "--event=schedule",
+        f"--plan-out={plan}",
         f"--github-output={out}",
     )
     assert done.returncode == 0, done.stderr
     got = outputs(out)
-    assert json.loads(got["cells"]) == ["torch2.6-ao0.8-cpu"]
-    assert [e["cell"] for e in json.loads(got["matrix"])["include"]] == ["torch2.6-ao0.8-cpu"]
+    written = json.loads(plan.read_text())
+    assert written["cells"] == ["torch2.6-ao0.8-cpu"] and written["tiers"] == ["core", "extended"]
+    assert json.loads(got["jobs"]) == {"include": written["jobs"]}
+    assert cells_of(written["jobs"]) == ["torch2.6-ao0.8-cpu"] and got["count"] == "1"
     assert got["tiers"] == "core extended"
     assert "cuda: left out: not enabled" in done.stderr
+    assert set(got) == {"jobs", "count", "tiers", "prefix", "name", "candidates", "judged"}
 
 
-GITHUB_JOBS_PER_MATRIX = 256  # GitHub's documented limit: the oracle, not gha.MAX_JOBS
+def test_more_jobs_than_one_matrix_expands_to_is_refused_with_the_count() -> None:
+    most = limits.JOBS_PER_MATRIX.value
+    gha.check_jobs([{"job": str(i)} for i in range(most)])
+    with pytest.raises(gha.GhaError, match=rf"{most + 1} jobs to run: .* at most {most} jobs"):
+        gha.check_jobs([{"job": str(i)} for i in range(most + 1)])
 
 
-def _every_choice(names: Sequence[str]) -> list[list[str]]:
-    return [list(c) for n in range(1, len(names) + 1) for c in itertools.combinations(names, n)]
+def test_payload_lists_and_strings_alike(tmp_path: Path) -> None:
+    """A dispatch payload's tiers or cells as a JSON list failed the workflow's template; now
+    gate.yml passes each through toJSON and the setup step reads a string, a list or null."""
+
+    def emitted(tiers: str, cells: str) -> dict[str, str]:
+        return setup_outputs(tmp_path, f"--tier={tiers}", f"--cells={cells}", "--backend=cpu")
+
+    listed = emitted('["core", "downstream"]', '["torch2.6-ao0.8-cpu"]')
+    spaced = emitted('"core downstream"', '"torch2.6-ao0.8-cpu"')
+    assert listed == spaced and listed["tiers"] == "core downstream"
+    assert emitted("null", "null")["tiers"] == "core"  # absent fields: the defaults
+    bad = run_module("harness.ci.gha", "matrix", '--tier={"core": 1}')
+    assert bad.returncode == 2 and "tiers: expected a JSON list of strings" in bad.stderr
 
 
-@pytest.mark.parametrize("tiers", _every_choice(gha.WORKFLOW_TIERS), ids=" ".join)
-def test_no_part_of_any_matrix_exceeds_githubs_256_jobs(tiers: list[str]) -> None:
-    """At every tier and backend choice setup can be asked for, the parts hold every entry in
-    order and none holds more than GitHub runs for one matrix."""
-    m = spec.load()
-    for backends in _every_choice(list(m.backends)):
-        include = gha.github_matrix(m, tiers, backends)["include"]
-        parts = gha.split(include)
-        assert len(parts) == len(gha.CELL_JOBS)
-        assert all(len(p["include"]) <= GITHUB_JOBS_PER_MATRIX for p in parts), (tiers, backends)
-        assert [e for p in parts for e in p["include"]] == include
+def test_candidates_past_the_cap_are_refused_with_their_size() -> None:
+    many = " ".join(["safetensors==0.8.0"] * (gha.MAX_CANDIDATES // 10))
+    with pytest.raises(gha.GhaError, match=r"candidates: [\d,]+ bytes; accepted: at most 16,384"):
+        gha.parse_candidates(many)
 
 
-def test_past_256_cells_the_rest_goes_to_the_second_cell_job(tmp_path: Path) -> None:
-    """Every tier on every backend is past 256 today (363: 121 per GPU backend but mps): the
-    nightly with cuda and xpu enabled would not have started."""
-    got = setup_outputs(
-        tmp_path,
-        "--tier=core extended downstream",
-        "--backend=cpu cuda mps xpu",
-        "--enabled=cuda mps xpu",
-        "--event=schedule",
-    )
-    every = json.loads(got["matrix"])["include"]
-    first, more = (json.loads(got[part])["include"] for _, part in gha.CELL_JOBS)
-    assert len(every) > GITHUB_JOBS_PER_MATRIX and got["more"] == "true"
-    assert len(first) == GITHUB_JOBS_PER_MATRIX and first + more == every
-    assert first[0]["backend"] == "cpu"  # cpu first, as in one matrix
-
-
-def test_a_run_within_256_cells_leaves_the_second_cell_job_out(tmp_path: Path) -> None:
-    got = setup_outputs(tmp_path, "--tier=core", "--backend=cpu")
-    assert got["more"] == "false" and json.loads(got["jobs-more"]) == {"include": []}
-    assert json.loads(got["jobs"]) == json.loads(got["matrix"])
-
-
-def test_more_cells_than_the_cell_jobs_hold_is_refused_with_the_count() -> None:
-    room = gha.MAX_JOBS * len(gha.CELL_JOBS)
-    assert len(gha.split([{"cell": str(i)} for i in range(room)])[-1]["include"]) == gha.MAX_JOBS
-    with pytest.raises(gha.GhaError, match=rf"{room + 1} cells to run: .* at most 256 jobs"):
-        gha.split([{"cell": str(i)} for i in range(room + 1)])
-
-
-def test_a_run_with_candidates_is_untrusted_and_its_artifacts_get_a_prefix(
+def test_a_run_with_candidates_gets_an_artifact_prefix_and_a_name(
     tmp_path: Path,
 ) -> None:
     def emit(*extra: str) -> dict[str, str]:
@@ -240,22 +201,21 @@ def test_a_run_with_candidates_is_untrusted_and_its_artifacts_get_a_prefix(
         return outputs(out)
 
     plain = emit()
-    assert (plain["trusted"], plain["prefix"]) == ("true", "")
-    assert json.loads(plain["matrix"])["include"][0]["artifact"] == (
-        "reports-tests-torch2.6-ao0.8-cpu"
-    )
+    assert (plain["name"], plain["prefix"]) == ("", "")
+    assert json.loads(plain["jobs"])["include"][0]["artifact"] == "reports-torch2.6-cpu"
     one = emit('--candidates=["safetensors==0.8.0"]')
     other = emit('--candidates=["safetensors==0.4.5"]')
-    assert one["trusted"] == other["trusted"] == "false"
     assert re.fullmatch(r"gate-[0-9a-f]{10}-", one["prefix"]) and one["prefix"] != other["prefix"]
-    assert json.loads(one["matrix"])["include"][0]["artifact"] == (
-        f"{one['prefix']}reports-tests-torch2.6-ao0.8-cpu"
+    assert json.loads(one["jobs"])["include"][0]["artifact"] == (
+        f"{one['prefix']}reports-torch2.6-cpu"
     )
     # the same candidates on other cells: another call, another prefix
     wider = gha.artifact_prefix("", ["safetensors==0.8.0"], ["core", "cpu", ""])
     assert wider != one["prefix"]
     named = emit('--candidates=["x==1"]', "--artifact-prefix=safetensors-pr")
-    assert named["prefix"] == "safetensors-pr-" and named["trusted"] == "false"
+    assert named["prefix"] == "safetensors-pr-" and named["name"] == "safetensors-pr"
+    dispatched = emit('--candidates=["x==1"]', '--artifact-prefix="safetensors-pr"')  # toJSON
+    assert dispatched["prefix"] == "safetensors-pr-"
 
 
 @pytest.mark.parametrize(
@@ -299,7 +259,7 @@ def test_the_setup_step_fails_loudly_and_writes_nothing(
     assert not out.exists()
 
 
-# --- the aggregate: the report and the gate judge exactly the emitted cells --------------
+# --- the aggregate: the report and the gate judge exactly the planned cells --------------
 
 
 def write_cell(reports: Path, cell_id: str) -> None:
@@ -312,19 +272,17 @@ def write_cell(reports: Path, cell_id: str) -> None:
     result.write(paths.cell_dir(reports, cell.id))
 
 
-def emitted(*cells: str) -> str:
+def planned(*cells: str) -> str:
     m = spec.load()
-    return json.dumps(gha.github_matrix(m, list(spec.TIERS), None, cells=cells))
+    return json.dumps(gha.plan(m, list(spec.TIERS), None, cells=cells))
 
 
-def aggregate(reports: Path, matrix_json: str, tiers: str = "core") -> tuple[int, dict[str, Any]]:
-    """The aggregate job's steps: the manifest, the report; the report's totals."""
+def aggregate(reports: Path, plan_json: str, tiers: str = "core") -> tuple[int, dict[str, Any]]:
+    """The aggregate job's steps: the manifest from the plan file, the report; its totals."""
+    plan = reports.parent / f"{reports.name}-plan.json"
+    plan.write_text(plan_json)
     done = run_module(
-        "harness.ci.gha",
-        "manifest",
-        f"--reports={reports}",
-        f"--tiers={tiers}",
-        env={"EXPECTED_MATRIX": matrix_json},
+        "harness.ci.gha", "manifest", f"--plan={plan}", f"--reports={reports}", f"--tiers={tiers}"
     )
     if done.returncode:
         return done.returncode, {"stderr": done.stderr}
@@ -335,7 +293,7 @@ def aggregate(reports: Path, matrix_json: str, tiers: str = "core") -> tuple[int
 def test_an_emitted_cell_without_a_result_is_no_record_and_fails_the_run(tmp_path: Path) -> None:
     write_cell(tmp_path, "torch2.6-ao0.8-cpu")
     (tmp_path / "cells" / "torch2.5-ao0.7-cpu").mkdir()  # a folder with no cell.json: no result
-    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu"))
+    code, data = aggregate(tmp_path, planned("torch2.6-ao0.8-cpu", "torch2.5-ao0.7-cpu"))
     assert code == 0
     assert data["cells"]["torch2.5-ao0.7-cpu"]["status"] == "no-record"
     assert data["totals"]["bad_cells"] == 1 and data["totals"]["cells"] == 2
@@ -344,20 +302,20 @@ def test_an_emitted_cell_without_a_result_is_no_record_and_fails_the_run(tmp_pat
 
 def test_the_aggregate_fails_on_an_empty_reports_folder(tmp_path: Path) -> None:
     """Every cell died before uploading: the old aggregate rendered bad_cells 0 and passed."""
-    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu"))
+    code, data = aggregate(tmp_path, planned("torch2.6-ao0.8-cpu"))
     assert code == 0 and data["totals"]["bad_cells"] == 1
     assert data["cells"]["torch2.6-ao0.8-cpu"]["status"] == "no-record"
 
 
-@pytest.mark.parametrize("matrix_json", ["", "not json", '{"include": []}', '{"x": 1}'])
-def test_the_aggregate_fails_when_setup_emitted_nothing(tmp_path: Path, matrix_json: str) -> None:
-    code, data = aggregate(tmp_path, matrix_json)
-    assert code == 2 and "EXPECTED_MATRIX" in data["stderr"]
+@pytest.mark.parametrize("plan_json", ["", "not json", '{"cells": [], "jobs": []}', '{"x": 1}'])
+def test_the_aggregate_fails_when_setup_planned_nothing(tmp_path: Path, plan_json: str) -> None:
+    code, data = aggregate(tmp_path, plan_json)
+    assert code == 2 and "plan" in data["stderr"]
 
 
 def test_the_aggregate_passes_when_every_cell_came_back(tmp_path: Path) -> None:
     write_cell(tmp_path, "torch2.6-ao0.8-cpu")
-    code, data = aggregate(tmp_path, emitted("torch2.6-ao0.8-cpu"))
+    code, data = aggregate(tmp_path, planned("torch2.6-ao0.8-cpu"))
     assert code == 0 and data["totals"]["bad_cells"] == 0 and data["totals"]["cells"] == 1
 
 
@@ -375,10 +333,10 @@ def test_a_narrowed_run_is_judged_on_the_cells_it_ran(tmp_path: Path) -> None:
     only["cells"] = {core[0]: {**cells[core[0]], "tests": {"tests/test_x.py::test_ok": "passed"}}}
     only["cells"].update({c: v for c, v in cells.items() if c != core[0]})  # every other cell too
     base.write_text(json.dumps(only))
-    assert aggregate(tmp_path, emitted(core[0]))[0] == 0
+    assert aggregate(tmp_path, planned(core[0]))[0] == 0
     check = ["check", "--from", str(tmp_path), "--baseline", str(base), "--out", str(tmp_path)]
     assert gate.main(check) == 0
-    assert aggregate(tmp_path, emitted(core[0], core[1]))[0] == 0  # core[1] never came back
+    assert aggregate(tmp_path, planned(core[0], core[1]))[0] == 0  # core[1] never came back
     assert gate.main(check) == 1
     rows = json.loads((tmp_path / "gate.json").read_text())["rows"]
     assert [(r["class"], r["cell"], r["after"]) for r in rows] == [
@@ -488,7 +446,7 @@ def test_the_setup_step_resolves_candidates_and_names_the_upstream_pull_request(
         "Judged: upstream pull request [huggingface/safetensors#512]"
         "(https://github.com/huggingface/safetensors/pull/512) at `abcdef012345`"
     )
-    assert got["trusted"] == "false"
+    assert got["name"].startswith("numpy+safetensors ")  # what its commit status is called
     plain = tmp_path / "plain"
     assert run_module(*SETUP, f"--github-output={plain}").returncode == 0
     assert (outputs(plain)["candidates"], outputs(plain)["judged"]) == ("[]", "")
@@ -503,6 +461,7 @@ def test_the_setup_step_resolves_candidates_and_names_the_upstream_pull_request(
         ("no-slash", "1", "", "pr.repository"),
         ("a/b", "12; rm", "", "pr.number"),
         ("a/b", "0", "", "pr.number"),
+        ("a/b", "12345678901", "", "pr.number"),  # past 10 digits: no pull request has one
         ("a/b", "1", "xyz", "pr.sha"),
         ("", "1", "", "pr.repository"),
     ],

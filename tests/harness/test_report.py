@@ -110,7 +110,8 @@ def test_markdown_is_truncated_with_a_note(run: Run) -> None:
 def test_a_cut_summary_leaves_room_for_the_judged_line_in_the_same_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """matrix.yml appends the judged line and matrix.md in one step: together under 1 MiB."""
+    """matrix.yml appends the judged line and matrix.md in one step: together under half of
+    GitHub's 1 MiB (harness.matrix.limits)."""
 
     class Template:
         def render(self, **_: Any) -> str:
@@ -123,7 +124,7 @@ def test_a_cut_summary_leaves_room_for_the_judged_line_in_the_same_step(
     monkeypatch.setattr(report, "_env", Env)
     md = report.render_markdown({})
     assert "truncated to fit the step summary" in md
-    judged = trigger.judged_line("o" * 39 + "/" + "n" * 100, "9" * 12, "f" * 40, "https://x")
+    judged = trigger.judged_line("o" * 39 + "/" + "n" * 100, "9" * 10, "f" * 40, "https://x")
     assert len((judged + "\n\n" + md).encode()) <= report.STEP_SUMMARY_LIMIT - 1024
 
 
