@@ -1,11 +1,13 @@
 """Report the gate's verdict back to the upstream pull request as a commit status.
 
     python -m harness.ci.commit_status --gate reports/gate.json --repository owner/name \\
-        --sha <40 hex digits> --run-url URL [--context "compat-matrix / regression gate"]
+        --sha <40 hex digits> --run-url URL [--call NAME]
 
 posts ``POST $GITHUB_API_URL/repos/owner/name/statuses/<sha>`` with ``state`` success (the gate
 passed), failure (it failed; the description counts what failed it) or error (no ``gate.json``,
-or an unreadable one: the matrix never got as far as the gate), the ``context``, a description
+or an unreadable one: the matrix never got as far as the gate), the context (:func:`context`:
+``compat-matrix / regression gate``, and the call's name in parentheses when the call has one, so
+two gate calls for one pull request post two statuses, never one over the other), a description
 of at most 140 characters and ``target_url``: this run. The number of cells judged comes from
 ``run.json`` next to ``gate.json`` (the run's manifest, in the same artifact) when it is there.
 
@@ -190,6 +192,14 @@ def _error(message: str, token: str, environ: Mapping[str, str], level: str = "e
         print(f"{level}: {message}", file=sys.stderr)
 
 
+def context(call: str) -> str:
+    """The status's context: :data:`CONTEXT`, and ``call`` (the setup job's ``name`` output,
+    :func:`harness.ci.gha.call_name`: the caller's artifact prefix, or the packages the
+    candidates name) in parentheses when there is one; whitespace runs are one space."""
+    call = " ".join(call.split())
+    return f"{CONTEXT} ({call})" if call else CONTEXT
+
+
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(prog="python -m harness.ci.commit_status")
@@ -198,7 +208,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     parser.add_argument("--repository", default="", help="the upstream repository, owner/name")
     parser.add_argument("--sha", default="", help="the upstream commit the status is for")
     parser.add_argument("--run-url", default="", help="this run, the status's link")
-    parser.add_argument("--context", default=CONTEXT)
+    parser.add_argument("--call", default="", help="the call's name (gha's `name` output)")
     args = parser.parse_args(argv)
     token = env.get(TOKEN_ENV, "").strip()
 
@@ -218,7 +228,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     if not api:
         _error(f"{API_ENV} not set (GitHub Actions sets it)", token, env)
         return 2
-    context = " ".join(args.context.split()) or CONTEXT
+    where_to = context(args.call)
 
     gate, unreadable = read_gate(args.gate)
     if not unreadable:
@@ -234,7 +244,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     github = GitHub(api, repository, token)
     where = f"POST /repos/{repository}/statuses/{sha}"
     try:
-        post(github, sha, state, description, context, args.run_url.strip())
+        post(github, sha, state, description, where_to, args.run_url.strip())
     except urllib.error.HTTPError as exc:
         _error(f"GitHub answered {exc.code} to {where}: {api_message(exc)}", token, env)
         return 1
@@ -242,7 +252,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         reason = getattr(exc, "reason", exc)
         _error(f"could not reach the GitHub API for {where}: {reason}", token, env)
         return 1
-    print(f"commit status {state} posted to {repository}@{sha[:12]} ({context}): {description}")
+    print(f"commit status {state} posted to {repository}@{sha[:12]} ({where_to}): {description}")
     return 0
 
 

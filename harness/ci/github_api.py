@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -31,6 +32,16 @@ class GitHub:
         self.base = f"{api.rstrip('/')}/repos/{repository}"
         self.token = token
         self.timeout_s = timeout_s
+
+    @classmethod
+    def from_env_or_say(cls) -> GitHub | None:
+        """:meth:`from_env`, or None after one ``error:`` line on stderr naming what is absent
+        (a command line's exit status 2)."""
+        try:
+            return cls.from_env()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GitHub:

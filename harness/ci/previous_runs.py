@@ -52,11 +52,16 @@ UNUSABLE: tuple[type[BaseException], ...] = (
 )
 
 
-def completed_runs(github: GitHub, workflow: str, n: int, skip: str | None) -> list[dict[str, Any]]:
-    """The workflow's last ``n`` completed runs, newest first, without the run ``skip``; raises
-    what the API call raises (one of :data:`UNUSABLE`), ValueError for an answer that is not a
-    list of runs."""
-    query = urllib.parse.urlencode({"status": "completed", "per_page": min(n + 1, 100)})
+def completed_runs(
+    github: GitHub, workflow: str, n: int, skip: str | None, event: str = ""
+) -> list[dict[str, Any]]:
+    """The workflow's last ``n`` completed runs (of ``event`` only, when given), newest first,
+    without the run ``skip``; raises what the API call raises (one of :data:`UNUSABLE`),
+    ValueError for an answer that is not a list of runs."""
+    wanted = {"status": "completed", "per_page": min(n + 1, 100)} | (
+        {"event": event} if event else {}
+    )
+    query = urllib.parse.urlencode(wanted)
     found = github.call("GET", f"/actions/workflows/{urllib.parse.quote(workflow)}/runs?{query}")
     runs = found.get("workflow_runs") if isinstance(found, dict) else None
     if not isinstance(runs, list):
@@ -153,10 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.runs <= 50:
         parser.error(f"--runs {args.runs}: accepted 1..50")
-    try:
-        github = GitHub.from_env()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    github = GitHub.from_env_or_say()
+    if github is None:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     skip = os.environ.get("GITHUB_RUN_ID")

@@ -97,6 +97,51 @@ def _checked(candidates: list[str]) -> list[str]:
     return candidates
 
 
+def split_words(raw: str | None, field: str) -> list[str]:
+    """Items of a list field (tiers, cells, backends): separated by spaces, commas or newlines,
+    or the ``toJSON()`` of a payload's value: a JSON string of such items, a JSON list of
+    strings, or ``null`` (none)."""
+    text = (raw or "").strip()
+    if text.startswith(("[", '"', "{")) or text == "null":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TriggerError(f"{field}: not JSON ({exc.msg}): {text[:200]!r}") from None
+        if value is None:
+            return []
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            text = " ".join(value)
+        else:
+            raise TriggerError(
+                f"{field}: expected a JSON list of strings or words separated by spaces, commas"
+                f" or newlines, got {text[:200]!r}"
+            )
+    return [w for w in re.split(r"[\s,]+", text) if w]
+
+
+ARCHIVES = (".whl", ".tar.gz", ".zip")
+_NAME = re.compile(
+    r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(?:[@<>=!~;]|$)"
+)
+
+
+def package_name(candidate: str) -> str:
+    """The distribution a candidate names, normalised (``safetensors @ git+…`` and
+    ``./safetensors-0.9.0-py3-none-any.whl`` are ``safetensors``); for a bare URL its last path
+    segment. What tells two gate calls for one pull request apart without naming a commit."""
+    text = candidate.strip()
+    found = _NAME.match(text)
+    if found and "/" not in found.group(1):
+        name = found.group(1)
+    else:
+        last = text.split("#")[0].split("@")[0].rstrip("/").rsplit("/", 1)[-1]
+        name = last.removesuffix(".git").split("-")[0] if last.endswith(ARCHIVES) else last
+        name = name.removesuffix(".git")
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def judged_line(repository: str, number: str, sha: str, server: str) -> str:
     """One Markdown line naming the upstream pull request, or '' when none was named."""
     repository, number, sha = repository.strip(), number.strip(), sha.strip().lower()
@@ -104,7 +149,7 @@ def judged_line(repository: str, number: str, sha: str, server: str) -> str:
         return ""
     if not REPOSITORY.match(repository):
         raise TriggerError(f"pr.repository: expected owner/name, got {repository!r}")
-    if not number.isdigit() or int(number) <= 0:
+    if not number.isdigit() or int(number) <= 0 or len(number) > 10:
         raise TriggerError(f"pr.number: expected a pull-request number, got {number!r}")
     if sha and not COMMIT.match(sha):
         raise TriggerError(f"pr.sha: expected 7-40 hex digits, got {sha!r}")

@@ -213,11 +213,12 @@ def test_a_gate_json_of_another_shape_posts_error(
     assert body["state"] == "error" and body["description"].startswith("no result: ")
 
 
-def test_the_context_is_configurable(
+def test_the_context_names_the_call(
     github: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    post(github, write_reports(tmp_path, gate_result(0)), capsys, "--context=compat / cuda")
-    assert the_request(github)["context"] == "compat / cuda"
+    """Two gate calls for one pull request posted one context, the last over the first."""
+    post(github, write_reports(tmp_path, gate_result(0)), capsys, "--call=safetensors  1a2b3c")
+    assert the_request(github)["context"] == "compat-matrix / regression gate (safetensors 1a2b3c)"
 
 
 def test_the_state_follows_the_workflow_verdict() -> None:

@@ -11,16 +11,15 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.ci import previous_runs
 from harness.ci.github_api import GitHub
 from harness.report import history
-from tests.common.local_http import serving
+from tests.common.local_http import QuietHandler, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"
@@ -74,19 +73,8 @@ class FakeGitHub(ThreadingHTTPServer):
         self.broken: set[str] = set()
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     server: FakeGitHub
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self.server.requests.append((self.path, dict(self.headers)))
@@ -94,7 +82,7 @@ class Handler(BaseHTTPRequestHandler):
         base = f"/api/repos/{REPO}/actions"
         runs = self.server.runs
         if path in self.server.broken:
-            self._send(500, b'{"message": "Server Error"}')
+            self.send(500, b'{"message": "Server Error"}')
         elif path == f"{base}/workflows/nightly.yml/runs":
             doc = {
                 "workflow_runs": [
@@ -102,23 +90,23 @@ class Handler(BaseHTTPRequestHandler):
                     for i, (n, _) in sorted(runs.items(), reverse=True)
                 ]
             }
-            self._send(200, json.dumps(doc).encode())
+            self.send(200, json.dumps(doc).encode())
         elif path.startswith(f"{base}/runs/") and path.endswith("/artifacts"):
             run = int(path.split("/")[-2])
             arts = [
                 {"id": a, "name": "matrix-report", "expired": exp} for a, exp, _ in runs[run][1]
             ]
-            self._send(200, json.dumps({"artifacts": arts}).encode())
+            self.send(200, json.dumps({"artifacts": arts}).encode())
         elif path.startswith(f"{base}/artifacts/") and path.endswith("/zip"):
             art = int(path.split("/")[-2])  # GitHub answers with a redirect to signed storage
             port = self.server.server_address[1]
-            self._send(302, b"", {"Location": f"http://127.0.0.1:{port}/blob/{art}"})
+            self.send(302, b"", {"Location": f"http://127.0.0.1:{port}/blob/{art}"})
         elif path.startswith("/blob/"):
             art = int(path.rsplit("/", 1)[1])
             data = next(z for _, arts in runs.values() for a, _, z in arts if a == art)
-            self._send(200, data)
+            self.send(200, data)
         else:
-            self._send(404, b"{}")
+            self.send(404, b"{}")
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from harness.ci import act_scope, gha
+from harness.ci import act_scope, commit_status, example_seed, gha
 from harness.matrix import spec
+from tests.common.expressions import render
 from tests.common.workflow_files import jobs, load, steps, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,10 @@ def test_the_expected_workflows_exist() -> None:
 
 
 def test_zizmor_offline_is_clean() -> None:
+    """Every audit, the auditor persona's too (informational findings included); a finding left
+    is ignored in a comment that says why."""
     done = subprocess.run(
-        [tool("zizmor"), "--offline", str(ROOT / ".github" / "workflows")],
+        [tool("zizmor"), "--offline", "--persona=auditor", str(ROOT / ".github" / "workflows")],
         capture_output=True,
         text=True,
         check=False,
@@ -100,7 +103,6 @@ def test_hardening_rules(path: Path) -> None:
 NODE24_FROM = {
     "actions/checkout": 5,
     "actions/setup-python": 6,
-    "actions/cache": 5,
     "actions/upload-artifact": 6,
     "actions/download-artifact": 7,
     "actions/upload-pages-artifact": 5,
@@ -142,14 +144,25 @@ def test_nothing_runs_on_a_cancelled_run_and_every_upload_overwrites(path: Path)
             assert step["with"].get("overwrite") is True, f"{path.name}:{name}: {step['name']}"
 
 
-def test_the_aggregate_judges_the_cells_the_setup_job_emitted() -> None:
-    """The aggregate passed on nothing: the report and the gate judged whatever came back."""
-    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
-    cell_jobs = [job for job, _ in gha.CELL_JOBS]
-    assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", *cell_jobs]
-    assert aggregate["env"]["EXPECTED_MATRIX"] == "${{ needs.setup.outputs.matrix }}"
+def test_the_aggregate_judges_the_cells_the_setup_job_planned() -> None:
+    """The aggregate passed on nothing: the report and the gate judged whatever came back. The
+    plan travels as a file (the setup job's artifact), never through env: or an output: at full
+    width the matrix JSON in EXPECTED_MATRIX was 165 KB, over Linux's 128 KiB for one string."""
+    doc = workflow("matrix.yml")
+    setup, aggregate = jobs(doc)["setup"], jobs(doc)["aggregate"]
+    assert aggregate["if"] == "${{ !cancelled() }}" and aggregate["needs"] == ["setup", "cell"]
+    assert "env" not in aggregate and "plan" not in setup["outputs"]
+    (emit,) = [s for s in setup["steps"] if s.get("id") == "emit"]
+    assert "--plan-out=plan/plan.json" in emit["run"]
+    (upload,) = [s for s in setup["steps"] if uses(s, "actions/upload-artifact")]
+    assert upload["with"]["name"] == "${{ steps.emit.outputs.prefix }}plan"
+    assert upload["with"]["path"] == f"plan/{gha.PLAN_FILE}"
+    assert upload["with"]["if-no-files-found"] == "error"
+    (fetch,) = [s for s in aggregate["steps"] if s.get("name") == "the run's plan"]
+    assert fetch["with"] == {"name": "${{ needs.setup.outputs.prefix }}plan", "path": "plan"}
     runs = [s.get("run", "") for s in aggregate["steps"]]
     manifest = next(i for i, r in enumerate(runs) if "python -m harness.ci.gha manifest" in r)
+    assert "--plan plan/plan.json" in runs[manifest]
     report = next(i for i, r in enumerate(runs) if "python -m harness.report.pages" in r)
     gate = next(i for i, r in enumerate(runs) if "python -m harness.ci.gate check" in r)
     assert manifest < report and manifest < gate  # both judge exactly the emitted cells
@@ -161,7 +174,7 @@ def test_the_gate_gets_the_run_tiers_and_its_result_is_uploaded() -> None:
     aggregate = jobs(workflow("matrix.yml"))["aggregate"]
     names = [s.get("name", "") for s in aggregate["steps"]]
     manifest = aggregate["steps"][
-        names.index("the run's manifest, from the cells the setup job emitted")
+        names.index("the run's manifest, from the cells the setup job planned")
     ]
     assert manifest["env"]["TIERS"] == "${{ needs.setup.outputs.tiers }}"
     assert '--tiers "$TIERS"' in manifest["run"]
@@ -178,7 +191,8 @@ def test_gpu_backends_are_opt_in_per_repository_and_maintainer_started() -> None
     assert emit["env"]["ENABLED"] == "${{ vars.COMPAT_MATRIX_BACKENDS }}"
     assert emit["env"]["COMPAT_MATRIX_RUNS_ON"] == "${{ vars.COMPAT_MATRIX_RUNS_ON }}"
     assert emit["env"]["EVENT"] == "${{ github.event_name }}"
-    for flag in ("--enabled=", "--event=", "--backend=", "--github-output="):
+    assert emit["env"]["REF_PROTECTED"] == "${{ github.ref_protected }}"
+    for flag in ("--enabled=", "--event=", "--ref-protected=", "--backend=", "--github-output="):
         assert flag in emit["run"]
     assert "$(" not in emit["run"], "a command substitution hides the loader's failure"
     # pull requests run the ci workflow: cpu only, whatever the variables say
@@ -192,20 +206,58 @@ def test_ci_concurrency_cannot_collide_across_forks() -> None:
     assert workflow("nightly.yml")["concurrency"]["cancel-in-progress"] is False
 
 
-def test_a_newer_push_to_an_upstream_pr_cancels_its_older_gate() -> None:
-    """matrix.yml: one group per upstream pull request (its repository and number, from the
-    inputs, which gate.yml fills from the dispatch payload), cancelled in progress; a call naming
-    no pull request is its own group; the prefix keeps it apart from a caller's own group."""
-    concurrency = workflow("matrix.yml")["concurrency"]
-    assert concurrency["cancel-in-progress"] is True
-    group = concurrency["group"]
-    assert group.startswith("compat-matrix-gate-${{")
-    assert "inputs.pr-number" in group and "inputs.pr-repository" in group
-    assert "github.run_id" in group and "inputs.candidates" in group
-    call = jobs(workflow("gate.yml"))["matrix"]["with"]
+def test_two_gates_of_one_run_never_share_a_group_and_a_newer_push_supersedes_by_name() -> None:
+    """matrix.yml had one group per upstream pull request: two calls in one caller run (two
+    candidate sets) cancelled each other. It declares no group now (superseding is the caller's);
+    gate.yml groups a dispatch by its name and pull request, or by run when it names none."""
+    matrix = workflow("matrix.yml")
+    assert "concurrency" not in matrix
+    assert all("concurrency" not in job for job in jobs(matrix).values())
+    gate = workflow("gate.yml")
+    assert gate["concurrency"]["cancel-in-progress"] is True
+    group = gate["concurrency"]["group"]
+
+    def grouped(payload: dict[str, Any] | None, run_id: int = 1) -> str:
+        event = {"client_payload": payload} if payload is not None else {}
+        return render(group, {"github": {"event": event, "run_id": run_id}})
+
+    pr = {"repository": "huggingface/safetensors", "number": 7, "sha": "0" * 40}
+    source = grouped({"name": "safetensors-source", "pr": pr})
+    assert grouped({"name": "safetensors-source", "pr": pr}, run_id=2) == source  # a newer push
+    assert grouped({"name": "safetensors-wheel", "pr": pr}) != source  # the other candidate set
+    assert grouped({"pr": pr}, 1) != grouped({"pr": pr}, 2)  # no name: never cancelled
+    assert grouped(None, 1) != grouped(None, 2)  # by hand
+    assert all(len(g) < 200 for g in (source, grouped({"pr": pr}, 10**12)))
+    call = jobs(gate)["matrix"]["with"]
+    assert call["artifact-prefix"] == (
+        "${{ inputs.name || toJSON(github.event.client_payload.name) }}"
+    )
     assert call["pr-repository"] == "${{ github.event.client_payload.pr.repository }}"
     assert "github.event.client_payload.pr.number" in call["pr-number"]
-    assert "concurrency" not in workflow("gate.yml")  # the same group around the call: a deadlock
+
+
+def test_two_gates_of_one_run_post_two_commit_statuses() -> None:
+    """Both calls posted `compat-matrix / regression gate`: the last writer won. The context
+    carries the call's name (the setup job's `name` output), stable across pushes."""
+    aggregate = jobs(workflow("matrix.yml"))["aggregate"]
+    (post,) = [s for s in aggregate["steps"] if "harness.ci.commit_status" in s.get("run", "")]
+    assert post["env"]["CALL"] == "${{ needs.setup.outputs.name }}"
+    assert '--call "$CALL"' in post["run"]
+    m = spec.load()
+
+    def named(candidates: str, **other: str) -> str:
+        request = gha.Request(cells="torch2.6-ao0.8-cpu", candidates=candidates, **other)
+        return gha.setup(m, request).outputs["name"]
+
+    at = "safetensors @ git+https://github.com/huggingface/safetensors@{}#subdirectory=bindings/python"
+    built = "./dist/safetensors-0.9.0-py3-none-any.whl"
+    source, wheel = named(at.format("a" * 40)), named(built)
+    assert source == named(at.format("b" * 40))  # the next push: the same status, replaced
+    assert source != wheel and source.startswith("safetensors ")
+    assert named(built, artifact_prefix="st-wheel") == "st-wheel"
+    contexts = {commit_status.context(n) for n in (source, wheel)}
+    assert len(contexts) == 2 and all(c.startswith(commit_status.CONTEXT + " (") for c in contexts)
+    assert named("") == "" and commit_status.context("") == commit_status.CONTEXT
 
 
 def test_no_workflow_another_repository_calls_calls_a_local_workflow() -> None:
@@ -223,41 +275,57 @@ def test_no_workflow_another_repository_calls_calls_a_local_workflow() -> None:
             assert path.name not in REUSABLE
 
 
-def test_the_nightly_uses_the_nightly_profile_and_keeps_its_database() -> None:
-    call = jobs(workflow("nightly.yml"))["matrix"]["with"]
+def test_the_nightly_uses_the_nightly_profile_and_carries_its_database_as_artifacts() -> None:
+    """The example database travelled through the Actions cache, which a gate's candidate could
+    write (below): now each cell job keeps it as an artifact, and the nightly's seed job merges
+    the last scheduled night's into this run's `hypothesis-seed`, which each cell job starts
+    from."""
+    nightly = jobs(workflow("nightly.yml"))
+    call = nightly["matrix"]["with"]
     assert call["hypothesis-profile"] == "${{ inputs.hypothesis-profile || 'nightly' }}"
+    assert call["hypothesis-seed"] == "${{ needs.seed.outputs.artifact }}"
+    assert nightly["matrix"]["needs"] == "seed" and nightly["matrix"]["if"] == "${{ !cancelled() }}"
+    seed = nightly["seed"]
+    assert seed["permissions"] == {"contents": "read", "actions": "read"}
+    (merge,) = [s for s in seed["steps"] if "harness.ci.example_seed" in s.get("run", "")]
+    assert "--workflow nightly.yml" in merge["run"] and merge["continue-on-error"] is True
+    (upload,) = [s for s in seed["steps"] if uses(s, "actions/upload-artifact")]
+    assert upload["with"]["name"] == example_seed.SEED and upload["with"]["include-hidden-files"]
     cell = jobs(workflow("matrix.yml"))["cell"]
     assert cell["env"]["HYPOTHESIS_PROFILE"] == "${{ inputs.hypothesis-profile }}"
     on_db = [s for s in cell["steps"] if s.get("with", {}).get("path") == ".hypothesis/examples"]
-    kinds = sorted(s["uses"].split("@")[0] for s in on_db)
-    assert kinds == ["actions/cache/restore", "actions/cache/save", "actions/upload-artifact"]
-    restore = next(s for s in on_db if "restore" in s["uses"])
-    assert restore["with"]["restore-keys"].strip() == "hypothesis-${{ matrix.cell }}-"
-    upload = next(s for s in on_db if "upload" in s["uses"])
-    assert upload["with"]["include-hidden-files"] is True
+    download, keep = on_db
+    assert uses(download, "actions/download-artifact") and download["continue-on-error"] is True
+    assert download["with"]["name"] == "${{ inputs.hypothesis-seed }}"
+    assert download["if"] == "${{ inputs.hypothesis-seed != '' }}"
+    assert uses(keep, "actions/upload-artifact") and keep["with"]["include-hidden-files"] is True
+    assert keep["with"]["name"] == "${{ needs.setup.outputs.prefix }}hypothesis-${{ matrix.job }}"
 
 
-def test_uv_cache_persists_keyed_on_the_pins() -> None:
-    cell = jobs(workflow("matrix.yml"))["cell"]
-    on_uv = [
-        s
-        for s in cell["steps"]
-        if str(s.get("with", {}).get("path", "")).split() == ["~/.cache/uv", "~/Library/Caches/uv"]
-    ]  # uv's cache folder on Linux and on macOS
-    restore, save = on_uv
-    assert uses(restore, "actions/cache/restore") and uses(save, "actions/cache/save")
-    key = restore["with"]["key"]
-    assert "${{ matrix.torch }}" in key and "hashFiles('matrix.toml', 'requirements/*.txt')" in key
-    # the Pythons of one torch install different wheels: one entry each, restored by its own
-    assert "-py${{ matrix.python }}-" in key
-    assert "-py${{ matrix.python }}-" in restore["with"]["restore-keys"]
-    assert save["with"]["key"] == "${{ steps.uv-cache.outputs.cache-primary-key }}"
+def test_no_job_restores_what_a_candidate_job_could_write() -> None:
+    """A gate's job installs and runs an upstream pull request's code, which can read its run's
+    cache token and save any key of the default branch's cache scope (a repository_dispatch runs
+    there): the uv cache's restore-keys then handed it to the nightly and CI. No workflow uses
+    the Actions cache any more, nor setup-python's; what runs carry across (the example database)
+    travels as artifacts of scheduled nightly runs, which install no candidate."""
+    for path in WORKFLOWS:
+        for name, step in steps(load(path)):
+            assert not uses(step, "actions/cache"), (path.name, name)
+            assert not uses(step, "actions/cache/restore") and not uses(step, "actions/cache/save")
+            if uses(step, "actions/setup-python"):
+                assert "cache" not in step.get("with", {}), (path.name, name)
+    assert "cache" not in jobs(workflow("matrix.yml"))["setup"]["outputs"]
+    granted_actions = granted("actions", "read")
+    assert ("nightly.yml", "seed") in granted_actions
 
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own CPU wheel index
 # on GitHub's hosted runners only: a self-hosted runner (act's jobs on this host too) keeps the
 # machine's configured index
 CPU_DEFAULT = f"(runner.environment == 'github-hosted' && '{CPU_INDEX}' || '')"
+
+
+RUN_CELLS = "nox -s matrix -- --cell … (this job's torch group)"
 
 
 def cell_step(name: str) -> dict[str, Any]:
@@ -268,7 +336,7 @@ def cell_step(name: str) -> dict[str, Any]:
 def test_each_backend_index_comes_from_a_repository_variable() -> None:
     """cpu cells on GitHub's hosted runners default to the CPU wheel index (the variable still
     overrides it); the other backends have no default."""
-    env = cell_step("run the cell")["env"]
+    env = cell_step(RUN_CELLS)["env"]
     for backend in spec.load().backends.values():
         assert backend.index_env, backend.name
         default = f" || {CPU_DEFAULT}" if backend.name == "cpu" else ""
@@ -289,38 +357,40 @@ def test_each_backend_index_comes_from_a_repository_variable() -> None:
     assert spec.load().backends["cpu"].index_url({}) is None
 
 
-def test_candidate_runs_never_save_a_cache_that_other_runs_restore() -> None:
-    """A gate cell installs an upstream pull request's code and then runs: every cache save in
-    the cell job is for trusted runs (no candidate) only; the setup job decides which."""
-    doc = workflow("matrix.yml")
-    cell = jobs(doc)["cell"]
-    saves = [s for s in cell["steps"] if uses(s, "actions/cache/save")]
-    assert len(saves) == 2  # uv's cache and the hypothesis example database
-    for step in saves:
-        assert "needs.setup.outputs.trusted == 'true'" in step["if"], step["name"]
-    assert jobs(doc)["setup"]["outputs"]["trusted"] == "${{ steps.emit.outputs.trusted }}"
-    (emit,) = [s for s in jobs(doc)["setup"]["steps"] if s.get("id") == "emit"]
-    assert emit["env"]["CANDIDATES"] == "${{ inputs.candidates }}"
-    assert '--candidates="$CANDIDATES"' in emit["run"]
-    # uv's cache is pruned for CI right before it is saved, on GitHub's own runners only
-    names = [s.get("name", "") for s in cell["steps"]]
-    prune = cell["steps"][names.index("prune uv's cache for CI before it is saved")]
-    assert names.index("save uv's cache") == names.index(prune["name"]) + 1
-    assert prune["run"] == "python -m uv cache prune --ci"
-    assert "runner.environment == 'github-hosted'" in prune["if"]
-    assert "needs.setup.outputs.trusted == 'true'" in prune["if"]
+def test_a_dispatched_gate_runs_on_cpu_unless_a_maintainer_names_backends_on_a_protected_ref() -> (
+    None
+):
+    """gate.yml asked for every backend: a maintainer's dispatch (trusted as an event) put an
+    unreviewed candidate on every enabled GPU runner, which keeps its caches between jobs."""
+    gate = workflow("gate.yml")
+    asked = gate["on"]["workflow_dispatch"]["inputs"]["backends"]
+    assert asked["default"] == "cpu" and asked["type"] == "string"
+    assert jobs(gate)["matrix"]["with"]["backends"] == "${{ inputs.backends || 'cpu' }}"
+    known = spec.load().backends
+    run = gha.select_backends  # the setup step's rule
+    on = ["cuda", "xpu"]
+    assert run(["cpu"], on, "workflow_dispatch", known, untrusted=True)[0] == ["cpu"]
+    chosen, dropped = run(["cpu", "cuda"], on, "workflow_dispatch", known, untrusted=True)
+    assert chosen == ["cpu"] and "protected ref" in dropped["cuda"]
+    chosen, _ = run(["cpu", "cuda"], on, "workflow_dispatch", known, untrusted=True, protected=True)
+    assert chosen == ["cpu", "cuda"]
+    for event in ("repository_dispatch", "pull_request"):  # never, protected or not
+        assert run(["cpu", "cuda"], on, event, known, untrusted=True, protected=True)[0] == ["cpu"]
 
 
 def test_every_artifact_of_a_call_carries_the_calls_prefix() -> None:
     """Two gate calls in one caller run: neither overwrites nor merges the other's artifacts."""
     doc = workflow("matrix.yml")
     prefixed = "${{ needs.setup.outputs.prefix }}"
+    made = "${{ steps.emit.outputs.prefix }}"  # the setup job's own upload
     for job_name, step in steps(doc):
         if uses(step, "actions/upload-artifact"):
             name = step["with"]["name"]
-            assert name == "${{ matrix.artifact }}" or name.startswith(prefixed), (job_name, name)
+            assert name == "${{ matrix.artifact }}" or name.startswith((prefixed, made)), name
         if uses(step, "actions/download-artifact"):
-            assert step["with"]["pattern"].startswith(prefixed), job_name
+            got = step["with"].get("pattern") or step["with"]["name"]
+            seed = got == "${{ inputs.hypothesis-seed }}"  # the caller's artifact, named by it
+            assert got.startswith(prefixed) or seed, (job_name, got)
     assert jobs(doc)["aggregate"]["outputs"]["artifact"] == f"{prefixed}matrix-report"
     assert doc["on"]["workflow_call"]["outputs"]["prefix"]["value"] == (
         "${{ jobs.setup.outputs.prefix }}"
@@ -375,11 +445,8 @@ def test_gate_entry_points_and_outputs() -> None:
     for out in ("candidates", "judged"):
         assert setup["outputs"][out] == f"${{{{ steps.emit.outputs.{out} }}}}"
     # every cell installs the candidates setup resolved, never the raw input
-    for job, _ in gha.CELL_JOBS:
-        (cell_run,) = [s for s in jobs(matrix)[job]["steps"] if s.get("name") == "run the cell"]
-        assert (
-            cell_run["env"]["COMPAT_MATRIX_CANDIDATES"] == "${{ needs.setup.outputs.candidates }}"
-        )
+    cell_run = cell_step(RUN_CELLS)
+    assert cell_run["env"]["COMPAT_MATRIX_CANDIDATES"] == "${{ needs.setup.outputs.candidates }}"
 
 
 def test_the_gate_reports_to_the_upstream_commit_with_a_secret_never_the_payload() -> None:
@@ -435,7 +502,7 @@ def test_the_nightly_judges_with_the_history_of_earlier_nightlies() -> None:
     history = nightly["history"]
     assert history["needs"] == "matrix" and history["if"] == "${{ !cancelled() }}"
     assert history["permissions"] == {"contents": "read", "actions": "read"}
-    assert granted("actions", "read") == [("nightly.yml", "history")]
+    assert granted("actions", "read") == [("nightly.yml", "seed"), ("nightly.yml", "history")]
     runs = {step.get("name", ""): step for step in history["steps"]}
     fetch = runs["earlier nightlies' reports"]
     assert fetch["if"] == "${{ github.event_name == 'schedule' }}"  # never under act
@@ -498,7 +565,7 @@ def test_the_nightly_runs_every_act_scenario_whatever_changed() -> None:
     (pytest_line,) = [line for line in step["run"].splitlines() if "pytest tests/workflows" in line]
     narrowing = {"-m", "-k", "--deselect"} & set(pytest_line.split()[3:])  # past `python -m pytest`
     assert not narrowing, pytest_line  # every scenario runs
-    cell_env = cell_step("run the cell")["env"]
+    cell_env = cell_step(RUN_CELLS)["env"]
     assert step["env"]["COMPAT_MATRIX_INDEX_CPU"] == cell_env["COMPAT_MATRIX_INDEX_CPU"]
     installed = step["run"].split()
     assert "requirements/act.txt" in installed and "requirements/harness.txt" in installed
@@ -517,7 +584,7 @@ def test_the_nightly_runs_the_prerelease_tier_and_never_fails_on_it() -> None:
     assert "--tier prerelease --backend cpu" in step["run"]
     assert (
         step["env"]["COMPAT_MATRIX_INDEX_CPU"]
-        == cell_step("run the cell")["env"]["COMPAT_MATRIX_INDEX_CPU"]
+        == cell_step(RUN_CELLS)["env"]["COMPAT_MATRIX_INDEX_CPU"]
     )
     (upload,) = [s for s in job["steps"] if "upload-artifact" in s.get("uses", "")]
     assert upload["with"]["name"] == "prerelease-report" and upload["if"] == "${{ !cancelled() }}"
@@ -553,7 +620,7 @@ def test_the_nightly_bisects_a_new_release_that_turned_a_cell_red() -> None:
         assert f"--matrix-json {path}/matrix.json" in command
     assert (
         step["env"]["COMPAT_MATRIX_INDEX_CPU"]
-        == cell_step("run the cell")["env"]["COMPAT_MATRIX_INDEX_CPU"]
+        == cell_step(RUN_CELLS)["env"]["COMPAT_MATRIX_INDEX_CPU"]
     )
     (upload,) = [s for s in job["steps"] if uses(s, "actions/upload-artifact")]
     assert upload["with"]["name"] == "nightly-bisect" and upload["if"] == "${{ !cancelled() }}"
@@ -590,36 +657,38 @@ def test_matrix_pipeline_shape() -> None:
     assert upload[0]["with"]["name"] == "${{ matrix.artifact }}"
     assert upload[0]["if"] == "${{ !cancelled() }}"
     download = [s for s in aggregate["steps"] if uses(s, "actions/download-artifact")]
-    assert download[0]["with"]["pattern"] == "${{ needs.setup.outputs.prefix }}reports-*"
-    assert download[0]["with"]["merge-multiple"] is True
+    assert download[0]["with"]["name"] == "${{ needs.setup.outputs.prefix }}plan"
+    assert download[1]["with"]["pattern"] == "${{ needs.setup.outputs.prefix }}reports-*"
+    assert download[1]["with"]["merge-multiple"] is True
     assert any("GITHUB_STEP_SUMMARY" in s.get("run", "") for s in aggregate["steps"])
 
 
-def test_each_cell_job_runs_one_part_of_the_matrix_with_the_same_steps() -> None:
-    """GitHub starts no run whose matrix would make more than 256 jobs: setup splits the cells
-    over matrix.yml's cell jobs (harness.ci.gha.CELL_JOBS), alike but for their part and their
-    condition; a later one runs only when setup says there is more."""
+def test_a_cell_job_runs_its_torch_group_as_nox_s_matrix_does() -> None:
+    """One job per torch group (harness/ci/fanout.py), running `nox -s matrix -- --cell …` on
+    its cells: the unit a local run has, carried verdicts included, `--full` when asked."""
     doc = jobs(workflow("matrix.yml"))
-    first, *later = gha.CELL_JOBS
-    with_matrix = {k for k, j in doc.items() if "matrix" in j.get("strategy", {})}
-    assert with_matrix == {job for job, _ in gha.CELL_JOBS}
-    for job, part in gha.CELL_JOBS:
-        assert doc[job]["strategy"]["matrix"] == f"${{{{ fromJSON(needs.setup.outputs.{part}) }}}}"
-        assert doc["setup"]["outputs"][part] == f"${{{{ steps.emit.outputs.{part} }}}}"
-        same = {k: v for k, v in doc[job].items() if k not in ("if", "strategy")}
-        assert same == {k: v for k, v in doc[first[0]].items() if k not in ("if", "strategy")}
-        assert {k: v for k, v in doc[job]["strategy"].items() if k != "matrix"} == {
-            k: v for k, v in doc[first[0]]["strategy"].items() if k != "matrix"
-        }
-    assert "if" not in doc[first[0]]
-    for job, _ in later:
-        assert doc[job]["if"] == "${{ needs.setup.outputs.more == 'true' }}"
+    assert {k for k, j in doc.items() if "matrix" in j.get("strategy", {})} == {"cell"}
+    cell = doc["cell"]
+    assert cell["name"] == "${{ matrix.job }}" and cell["runs-on"] == "${{ matrix.runs-on }}"
+    assert cell["timeout-minutes"] == "${{ matrix.timeout-minutes }}"
+    assert cell["strategy"]["matrix"] == "${{ fromJSON(needs.setup.outputs.jobs) }}"
+    (python,) = [s for s in cell["steps"] if uses(s, "actions/setup-python")]
+    assert python["with"]["python-version"] == "${{ matrix.pythons }}"
+    step = cell_step(RUN_CELLS)
+    assert step["env"]["CELLS"] == "${{ matrix.cells }}"
+    assert step["env"]["TIERS"] == "${{ matrix.tiers }}"
+    assert step["env"]["FULL"] == "${{ inputs.full }}"
+    assert 'args+=(--cell "$cell")' in step["run"] and "args+=(--full)" in step["run"]
+    assert step["run"].rstrip().endswith('python -m nox -s matrix -- "${args[@]}"')
+    aggregate = doc["aggregate"]
+    (check,) = [s for s in aggregate["steps"] if "harness.cells.carry" in s.get("run", "")]
+    assert check["if"] == "${{ inputs.full }}"  # across jobs too: a group cut in two
 
 
-def test_github_matrix_equals_the_cells_nox_lists() -> None:
+def test_the_plan_holds_the_cells_nox_lists_each_in_one_job() -> None:
     m = spec.load()
-    emitted = gha.github_matrix(m, list(spec.TIERS))["include"]
-    artifacts = [e["artifact"] for e in emitted]
+    planned = gha.plan(m, list(spec.TIERS))
+    artifacts = [e["artifact"] for e in planned["jobs"]]
     assert len(artifacts) == len(set(artifacts)), "artifact names must be unique per run"
     done = subprocess.run(
         [sys.executable, "-m", "nox", "-l", "--json", "-t", "cell"],
@@ -628,12 +697,15 @@ def test_github_matrix_equals_the_cells_nox_lists() -> None:
         text=True,
         check=True,
     )
-    listed = {s["name"] for s in json.loads(done.stdout)}
-    assert {e["session"] for e in emitted} == listed
-    runners = {e["backend"]: e["runs-on"] for e in emitted}
+    listed = {s["name"].removeprefix("tests-") for s in json.loads(done.stdout)}
+    assert set(planned["cells"]) == listed
+    in_jobs = [c for e in planned["jobs"] for c in e["cells"].split()]
+    assert sorted(in_jobs) == sorted(listed)  # each cell in exactly one job
+    runners = {e["backend"]: e["runs-on"] for e in planned["jobs"]}
     assert runners["cpu"] == ["ubuntu-24.04"] and runners["mps"] == ["macos-14"]
-    ci = gha.github_matrix(m, ["core"], ["cpu"])["include"]
-    assert len(ci) == 20 and {e["backend"] for e in ci} == {"cpu"}  # 12 pairs + 8 corners
+    ci = gha.plan(m, ["core"], ["cpu"])
+    assert len(ci["cells"]) == 20  # 12 pairs + 8 corners
+    assert [e["job"] for e in ci["jobs"]] == [f"torch2.{n}-cpu" for n in (3, 4, 5, 6)]
 
 
 # --- the browser step, executed with stand-in apt tools ------------------------------------
