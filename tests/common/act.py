@@ -32,7 +32,6 @@ REPLACED = {
     "actions/setup-python": "setup-python",
     "actions/upload-artifact": "upload-artifact",
     "actions/download-artifact": "download-artifact",
-    "actions/cache": "cache",
     "actions/upload-pages-artifact": "upload-pages-artifact",
     "actions/deploy-pages": "deploy-pages",
 }
@@ -165,6 +164,7 @@ def run_act(
     *,
     variables: dict[str, str] | None = None,
     timeout_s: int = 1200,
+    concurrent_jobs: int = 2,
 ) -> Run:
     """Run ``.github/workflows/<workflow>`` of ``repo`` for ``event`` with ``payload``."""
     store = work / "store"
@@ -190,7 +190,7 @@ def run_act(
         "--no-cache-server",
         "--json",
         "--concurrent-jobs",
-        "2",
+        str(concurrent_jobs),
         "--env",
         f"COMPAT_ACT_STORE={store}",
         "--env",
