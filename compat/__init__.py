@@ -15,6 +15,8 @@ from compat.device import (
     normalize_device,
 )
 from compat.meta import (
+    MaterializeWarning,
+    MetaLoadError,
     init_on_device,
     is_meta_module,
     materialize,
@@ -28,6 +30,8 @@ from compat.sharing import find_identical_tensors, find_overlapping_tensors, fin
 __all__ = [
     "DeviceLike",
     "DeviceUnavailableError",
+    "MaterializeWarning",
+    "MetaLoadError",
     "TensorMoveError",
     "accelerator_type",
     "available_backends",

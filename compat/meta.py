@@ -17,21 +17,32 @@ init) can still ask :func:`meta_init_active`. A factory that builds under its ow
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Final
 
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_impl
 
-from compat import _features, _move
+from compat import _features, _loaders, _move
 from compat._messages import check_module, type_name
 from compat._messages import names as listed
 from compat.device import DeviceLike, default_device, normalize_device
 
-__all__ = ["init_on_device", "is_meta_module", "materialize", "meta_init_active", "module_devices"]
+__all__ = [
+    "MaterializeWarning",
+    "MetaLoadError",
+    "init_on_device",
+    "is_meta_module",
+    "materialize",
+    "meta_init_active",
+    "module_devices",
+]
 
 
 def _tensors(module: nn.Module) -> Iterator[torch.Tensor]:
@@ -64,9 +75,40 @@ def is_meta_module(module: nn.Module) -> bool:
 
 # --- init_on_device ----------------------------------------------------------------------------
 
-# Devices of the init_on_device blocks now open, innermost last. Process-wide, like the
-# registration hooks they install.
-_ACTIVE: list[torch.device] = []
+
+@dataclass(frozen=True, eq=False)
+class _Open:
+    """An open init_on_device block: its device, and the checkpoint loader that was running when
+    it was entered (its frame; None: none)."""
+
+    device: torch.device
+    loader: FrameType | None
+
+
+# The init_on_device blocks now open, innermost last. Process-wide, like the registration hooks
+# they install.
+_ACTIVE: list[_Open] = []
+
+
+def _loader_frame() -> FrameType | None:
+    found = _loaders.innermost()
+    return found[0] if found is not None else None
+
+
+def _in_force(block: _Open, loader: FrameType | None) -> bool:
+    """Whether ``block`` applies while ``loader`` (the innermost checkpoint loader now running)
+    runs: a block steps aside for a loader started inside it, and applies to everything else (a
+    block a loader opened itself, such as compat's transformers integration building the model,
+    applies inside that loader)."""
+    return block.loader is loader
+
+
+def _meta_in_force() -> bool:
+    """Whether an open ``init_on_device("meta")`` block applies here and now."""
+    if not any(block.device.type == "meta" for block in _ACTIVE):
+        return False
+    loader = _loader_frame()
+    return any(block.device.type == "meta" and _in_force(block, loader) for block in _ACTIVE)
 
 
 def _to_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +150,7 @@ def _meta_keeping(name: str, method: Any) -> Any:
     if name == "to":
 
         def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if not self.is_meta:
+            if not self.is_meta or not _meta_in_force():
                 return method(self, *args, **kwargs)
             wanted = _to_arguments(args, kwargs)
             return method(self, **wanted) if wanted else self
@@ -116,11 +158,55 @@ def _meta_keeping(name: str, method: Any) -> Any:
         return to
 
     def move(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if not self.is_meta:
+        if not self.is_meta or not _meta_in_force():
             return method(self, *args, **kwargs)
         return self  # .cuda(device) / .cpu(): only the device would change
 
     return move
+
+
+class MetaLoadError(RuntimeError):
+    """A state dict was loaded into meta tensors inside :func:`init_on_device` ``("meta")``: its
+    values would be dropped (a copy into a meta tensor keeps nothing); the message names them and
+    the route that loads them."""
+
+
+def _dropped(module: nn.Module, state_dict: Mapping[str, Any]) -> list[str]:
+    """The names of ``state_dict`` holding a real tensor whose place in ``module`` is meta."""
+    own: dict[str, torch.Tensor] = dict(module.named_parameters(remove_duplicate=False))
+    own.update(module.named_buffers(remove_duplicate=False))
+    return [
+        name
+        for name, value in state_dict.items()
+        if isinstance(value, torch.Tensor)
+        and not value.is_meta
+        and name in own
+        and own[name].is_meta
+    ]
+
+
+def _refusing_meta_loads(original: Any) -> Any:
+    """``Module.load_state_dict``, except that real values for meta tensors raise
+    :class:`MetaLoadError` while a meta block applies (copied, they are dropped; assigned, the
+    block's registration hook puts them on meta)."""
+
+    @functools.wraps(original)
+    def load_state_dict(
+        self: nn.Module, state_dict: Mapping[str, Any], *args: Any, **kw: Any
+    ) -> Any:
+        if _meta_in_force():
+            dropped = _dropped(self, state_dict)
+            if dropped:
+                raise MetaLoadError(
+                    f"{type(self).__name__}.load_state_dict() inside compat.init_on_device"
+                    f"('meta'): {len(dropped)} real values would be dropped into meta tensors "
+                    f"({listed(dropped)}); accepted: load them after the block, with "
+                    "compat.materialize(module, device, state_dict=...) or load_state_dict(..., "
+                    "assign=True)"
+                )
+        return original(self, state_dict, *args, **kw)
+
+    return load_state_dict
 
 
 class _KeepMeta:
@@ -134,6 +220,7 @@ class _KeepMeta:
 
     _depth = 0
     _saved: dict[str, Any] = {}  # noqa: RUF012 -- class state, guarded by _lock
+    _saved_load: Any = None  # Module.load_state_dict while wrapped
     _lock = threading.Lock()
 
     def __enter__(self) -> None:
@@ -143,6 +230,9 @@ class _KeepMeta:
                     own = torch.Tensor.__dict__.get(name)
                     _KeepMeta._saved[name] = own
                     setattr(torch.Tensor, name, _meta_keeping(name, getattr(torch.Tensor, name)))
+                loader = nn.Module.__dict__["load_state_dict"]
+                _KeepMeta._saved_load = loader
+                nn.Module.load_state_dict = _refusing_meta_loads(loader)  # type: ignore[method-assign]
             _KeepMeta._depth += 1
 
     def __exit__(self, *exc: object) -> None:
@@ -155,6 +245,7 @@ class _KeepMeta:
                     else:
                         setattr(torch.Tensor, name, own)
                 _KeepMeta._saved.clear()
+                nn.Module.load_state_dict = _KeepMeta._saved_load  # type: ignore[method-assign]
 
 
 def meta_init_active() -> bool:
@@ -165,7 +256,7 @@ def meta_init_active() -> bool:
     which :func:`compat.default_device` detects on every version (``torch.get_default_device()``
     ignores the ``with`` form before 2.8). A factory seeing True must return its model untouched.
     """
-    if any(dev.type == "meta" for dev in _ACTIVE):
+    if _meta_in_force():
         return True
     return default_device().type == "meta"
 
@@ -219,9 +310,13 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
             "such as 'meta', 'cpu' or 'cuda:0', or an accelerator index"
         )
 
+    opened = _Open(torch.device(dev), _loader_frame())
+
     def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _move.Kind) -> Any:
         if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
             return None
+        if not _in_force(opened, _loader_frame()):
+            return None  # a checkpoint loader started inside the block: it loads for real
         label = f"{type(module).__name__}.{name}"
         move = _move.plan_move(label, kind, tensor, tensor, dev)
         if move is None:
@@ -236,8 +331,7 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
         return move(module, name, buffer, "buffer")
 
     handles = [_module_impl.register_module_parameter_registration_hook(on_parameter)]
-    token = torch.device(dev)  # a distinct object, removed by identity on exit
-    _ACTIVE.append(token)
+    _ACTIVE.append(opened)
     try:
         if include_buffers:
             handles.append(_module_impl.register_module_buffer_registration_hook(on_buffer))
@@ -247,7 +341,7 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
         for handle in handles:
             handle.remove()
         for index, active in enumerate(_ACTIVE):
-            if active is token:
+            if active is opened:
                 del _ACTIVE[index]
                 break
 
@@ -278,6 +372,40 @@ def _groups(module: nn.Module) -> list[_Group]:
                 if not any(m is mod and k == leaf for m, k, _ in group.owners):
                     group.owners.append((mod, leaf, registry))
     return list(by_id.values())
+
+
+class MaterializeWarning(UserWarning):
+    """:func:`materialize` was given a state dict that lacks some of the module's meta tensors: they
+    were initialised (``reset_parameters()``) or left uninitialised (``strict=False``) instead of
+    loaded, as transformers' ``from_pretrained`` reports missing keys. ``loaded``,
+    ``initialised`` and ``uninitialised`` name them (every name of each tensor, module order)."""
+
+    def __init__(
+        self,
+        loaded: tuple[str, ...],
+        initialised: tuple[str, ...],
+        uninitialised: tuple[str, ...],
+    ) -> None:
+        self.loaded, self.initialised, self.uninitialised = loaded, initialised, uninitialised
+        said = [f"{len(loaded)} loaded from state_dict"]
+        if initialised:
+            said.append(f"initialised by reset_parameters(): {listed(list(initialised))}")
+        if uninitialised:
+            said.append(f"left uninitialised (strict=False): {listed(list(uninitialised))}")
+        super().__init__(
+            "materialize: tensors absent from state_dict were not loaded; " + "; ".join(said)
+        )
+
+
+def _report(steps: list[_Step]) -> MaterializeWarning | None:
+    """The warning for a state dict that lacks some meta tensors, or None when it lacks none."""
+    loaded = tuple(n for s in steps if isinstance(s, _Install) for n in s.group.names)
+    made = [s for s in steps if isinstance(s, _Init)]
+    initialised = tuple(n for s in made if s.initialiser is not None for n in s.group.names)
+    uninitialised = tuple(n for s in made if s.initialiser is None for n in s.group.names)
+    if not (initialised or uninitialised):
+        return None
+    return MaterializeWarning(loaded, initialised, uninitialised)
 
 
 # what materialize tells of tensors nothing can initialise
@@ -365,6 +493,11 @@ def materialize(
     ValueError listing them. With ``strict=False`` unknown keys are ignored and such tensors are
     left uninitialised (``torch.empty``), as ``Module.to_empty()`` leaves them.
 
+    When a ``state_dict`` is given and some meta tensors are not in it, a
+    :class:`MaterializeWarning` names what was loaded and what was initialised (or left
+    uninitialised) instead, as transformers reports missing keys: nothing initialised is passed
+    off as loaded. Without a ``state_dict`` every meta tensor is initialised, as asked: no warning.
+
     Everything is validated and built before the module is touched; a failing move raises
     :class:`compat.TensorMoveError` and leaves the module unchanged. Only an initialiser that raises
     (RuntimeError naming it) leaves the module materialised but partly uninitialised. The module's
@@ -399,6 +532,9 @@ def materialize(
             order.setdefault(id(step.initialiser), (step.initialiser, []))[1].append(step.group)
     for owner, assigned in order.values():
         _run_initialiser(owner, assigned)
+    found = _report(steps) if state_dict is not None else None
+    if found is not None:
+        warnings.warn(found, stacklevel=2)
     return module
 
 

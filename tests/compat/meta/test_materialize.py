@@ -9,11 +9,14 @@ Pins, with small hand-built modules:
   class and ``requires_grad``), and the ties kept when an initialiser registers new objects;
 - the whole text of each error materialize raises (bad device, bad state dicts, unknown keys with
   their listings, meta wrapper subclasses, failing initialisers, failing moves and rebuilds);
-- that materialize allocates on the requested device even inside ``with torch.device("meta")``.
+- that materialize allocates on the requested device even inside ``with torch.device("meta")``;
+- what it reports of a partial state dict (a MaterializeWarning naming what was loaded and what
+  was initialised or left uninitialised instead), and that it reports nothing else.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
@@ -456,3 +459,57 @@ def test_a_parameter_that_is_also_another_modules_buffer_stays_one_object(swap: 
     assert (m[0].weight is old) == (swap == "possible")
     assert ref is None or ref() is old
     assert compat.module_devices(m) == {torch.device("cpu")}
+
+
+# --- what materialize tells of what it did not load ---------------------------------------------
+
+
+class _Bare(nn.Module):
+    """A module whose parameter nothing initialises (no reset_parameters())."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(2))
+
+
+def _model() -> nn.Module:
+    with compat.init_on_device("meta"):
+        return nn.ModuleDict({"a": nn.Linear(2, 3), "b": nn.Linear(3, 1), "c": _Bare()})
+
+
+def test_a_partial_state_dict_is_reported_naming_what_was_initialised_instead() -> None:
+    """It initialised what the state dict lacked with reset_parameters() and said nothing, where
+    transformers names the missing keys: now a MaterializeWarning names them."""
+    source = nn.Linear(2, 3)
+    partial = {"a.weight": source.weight.detach(), "a.bias": source.bias.detach()}
+    partial["c.scale"] = torch.full((2,), 3.0)
+    with pytest.warns(compat.MaterializeWarning) as caught:
+        model = compat.materialize(_model(), "cpu", state_dict=partial)
+    (found,) = [w.message for w in caught if isinstance(w.message, compat.MaterializeWarning)]
+    assert found.loaded == ("a.weight", "a.bias", "c.scale")
+    assert found.initialised == ("b.weight", "b.bias") and found.uninitialised == ()
+    assert str(found) == (
+        "materialize: tensors absent from state_dict were not loaded; 3 loaded from state_dict;"
+        " initialised by reset_parameters(): 'b.weight', 'b.bias'"
+    )
+    assert torch.equal(model["a"].weight, source.weight)  # loaded, as reported
+    assert caught[0].filename == __file__  # pointed at the caller
+
+
+def test_tensors_left_uninitialised_are_reported_too() -> None:
+    with pytest.warns(compat.MaterializeWarning) as caught:
+        compat.materialize(_model(), "cpu", state_dict={}, strict=False)
+    (found,) = [w.message for w in caught if isinstance(w.message, compat.MaterializeWarning)]
+    assert found.loaded == () and found.uninitialised == ("c.scale",)
+    assert found.initialised == ("a.weight", "a.bias", "b.weight", "b.bias")
+    assert "left uninitialised (strict=False): 'c.scale'" in str(found)
+
+
+def test_nothing_is_reported_when_everything_was_loaded_or_nothing_was_given() -> None:
+    full = {k: torch.zeros_like(v, device="cpu") for k, v in _model().state_dict().items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compat.MaterializeWarning)
+        compat.materialize(_model(), "cpu", state_dict=full)
+        with compat.init_on_device("meta"):
+            plain = nn.Linear(2, 3)
+        compat.materialize(plain, "cpu")  # no state dict: initialising is what was asked
