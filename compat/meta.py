@@ -20,7 +20,7 @@ import contextlib
 import functools
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final
@@ -261,6 +261,34 @@ def meta_init_active() -> bool:
     return default_device().type == "meta"
 
 
+_Hook = Callable[[nn.Module, str, "torch.Tensor | None"], Any]
+
+
+def _registration_hooks(opened: _Open, dev: torch.device) -> tuple[_Hook, _Hook]:
+    """The parameter and buffer registration hooks of the block ``opened``: each moves what is
+    registered to ``dev`` while the block is in force (:func:`_in_force`)."""
+
+    def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _move.Kind) -> Any:
+        if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
+            return None
+        if not _in_force(opened, _loader_frame()):
+            return None  # a checkpoint loader started inside the block: it loads for real
+        label = f"{type(module).__name__}.{name}"
+        move = _move.plan_move(label, kind, tensor, tensor, dev)
+        if move is None:
+            return None
+        held = move.apply()
+        return None if held is tensor else held  # None: the registered object itself moved
+
+    def on_parameter(module: nn.Module, name: str, param: torch.Tensor | None) -> Any:
+        return move(module, name, param, "parameter")
+
+    def on_buffer(module: nn.Module, name: str, buffer: torch.Tensor | None) -> Any:
+        return move(module, name, buffer, "buffer")
+
+    return on_parameter, on_buffer
+
+
 @contextlib.contextmanager
 def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iterator[torch.device]:
     """Put every parameter (and, with ``include_buffers``, every buffer) registered inside the
@@ -297,6 +325,15 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
       process-wide while the block is open (``torch.Tensor``'s move methods are wrapped, and
       restored on exit). ``Module.to_empty()`` and ``torch.empty(..., device=...)`` are not moves
       and still give storage.
+    * A checkpoint loader started inside the block (transformers' and diffusers'
+      ``from_pretrained``, peft's ``PeftModel.from_pretrained``, accelerate's
+      ``load_checkpoint_and_dispatch`` / ``load_checkpoint_in_model``) runs as it runs outside
+      it: while it runs the block neither moves what it registers nor keeps its moves of meta
+      tensors on meta, so it returns the model it loaded, never one on meta. A block the loader
+      opens itself applies inside it.
+    * Inside a ``"meta"`` block, ``Module.load_state_dict`` with real values for meta tensors
+      raises :class:`MetaLoadError` naming them (copied into meta they would be dropped);
+      :func:`materialize` after the block loads them.
     * Hooks are removed on exit, also when the block raises. The hooks are process-wide (as
       torch's are): modules built by other threads meanwhile are affected too.
 
@@ -311,25 +348,7 @@ def init_on_device(device: DeviceLike, *, include_buffers: bool = False) -> Iter
         )
 
     opened = _Open(torch.device(dev), _loader_frame())
-
-    def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _move.Kind) -> Any:
-        if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
-            return None
-        if not _in_force(opened, _loader_frame()):
-            return None  # a checkpoint loader started inside the block: it loads for real
-        label = f"{type(module).__name__}.{name}"
-        move = _move.plan_move(label, kind, tensor, tensor, dev)
-        if move is None:
-            return None
-        held = move.apply()
-        return None if held is tensor else held  # None: the registered object itself moved
-
-    def on_parameter(module: nn.Module, name: str, param: torch.Tensor | None) -> Any:
-        return move(module, name, param, "parameter")
-
-    def on_buffer(module: nn.Module, name: str, buffer: torch.Tensor | None) -> Any:
-        return move(module, name, buffer, "buffer")
-
+    on_parameter, on_buffer = _registration_hooks(opened, dev)
     handles = [_module_impl.register_module_parameter_registration_hook(on_parameter)]
     _ACTIVE.append(opened)
     try:

@@ -26,8 +26,9 @@ Inside :class:`patch`:
 * non-persistent buffers that are real after the build keep their values through loading (5.x);
 * ``save_pretrained`` (safetensors) writes compat's file: the tensors transformers would write,
   plus compat's record of every name that shares memory with another (ties, views), in one file
-  (no shards) when there is such a name; a model without sharing gets transformers' own file, byte
-  for byte;
+  (no shards) when there is such a name; a model without sharing, or whose only sharing is the
+  ties transformers declares and restores itself (a tied ``lm_head``), gets transformers' own file,
+  byte for byte, and loads as transformers loads it: no copy of a tied weight;
 * ``from_pretrained`` reads a checkpoint that carries compat's record through
   :func:`compat.load_file`: every name loads, views come back as views. Files without the record
   load as transformers loads them.
@@ -240,9 +241,70 @@ def _record_written(modeling: ModuleType, record: Mapping[str, str]) -> Iterator
         setattr(modeling, _WRITER, writer)
 
 
+def _declared_ties(model: nn.Module) -> dict[str, str]:
+    """The ties transformers itself drops on save and restores on load, ``{tied name: the name it
+    keeps}``: 5.x asks the model (``get_expanded_tied_weights_keys``, which reads the config);
+    4.x ties the output embedding to the input one when the config says
+    ``tie_word_embeddings``."""
+    expand = getattr(model, "get_expanded_tied_weights_keys", None)
+    if callable(expand):
+        return dict(expand(all_submodels=True))
+    config: Any = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if not getattr(text, "tie_word_embeddings", False):
+        return {}
+    output = _embedding_weight(model, "get_output_embeddings")  # 4.x asks this one first
+    source = None if output is None else _embedding_weight(model, "get_input_embeddings")
+    if output is None or source is None:
+        return {}
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    kept = names.get(id(source), [])
+    tied = names.get(id(output), []) if kept else []
+    return {name: kept[0] for name in tied if name != kept[0]}
+
+
+def _embedding_weight(model: nn.Module, getter: str) -> object:
+    """The weight of the embedding ``model.<getter>()`` returns, or None (none, or a model whose
+    getter is not implemented, as 4.x's ``get_input_embeddings`` of a model without one)."""
+    try:
+        embedding = getattr(model, getter, lambda: None)()
+    except NotImplementedError:
+        return None
+    return getattr(embedding, "weight", None)
+
+
+def _same_memory(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` are one tensor's memory read alike (a tie, not a view)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.is_meta:
+        return False
+    return (a.device, a.dtype, a.shape, a.stride(), a.data_ptr()) == (
+        b.device,
+        b.dtype,
+        b.shape,
+        b.stride(),
+        b.data_ptr(),
+    )
+
+
+def _without_declared_ties(model: nn.Module, state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` less the names transformers re-ties on load (:func:`_declared_ties`) where they
+    hold the very memory of the name it keeps: those are transformers' to write and restore, so
+    compat writes no record for them and loading reads no copy of them."""
+    ties = _declared_ties(model)
+    return {
+        name: value
+        for name, value in state.items()
+        if not (name in ties and ties[name] in state and _same_memory(value, state[ties[name]]))
+    }
+
+
 def _save_through_compat(original: Callable[..., Any]) -> Callable[..., Any]:
     """``save_pretrained`` handing transformers compat's tensors (no two sharing memory, each
-    view's name an empty placeholder), and compat's record to write beside them."""
+    view's name an empty placeholder), and compat's record to write beside them. Ties transformers
+    declares and restores itself are left to it: a model whose only sharing is such ties gets
+    transformers' own file."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -251,7 +313,7 @@ def _save_through_compat(original: Callable[..., Any]) -> Callable[..., Any]:
         if not bound.arguments.get("safe_serialization", True):
             return original(*bound.args, **bound.kwargs)  # torch.save keeps sharing itself
         given = bound.arguments.get("state_dict")
-        state = self.state_dict() if given is None else given
+        state = _without_declared_ties(self, self.state_dict() if given is None else given)
         to_save, metadata = dedup_for_save(state, preferred=_registration_order(self))
         if METADATA_KEY not in metadata:
             return original(*bound.args, **bound.kwargs)

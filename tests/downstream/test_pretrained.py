@@ -20,6 +20,7 @@ read by transformers without the integration fails naming the keys instead of re
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import subprocess
@@ -37,6 +38,7 @@ from tests.common.scenarios import scenario
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
 pytest.importorskip("open_clip", reason="the downstream tier installs open_clip_torch")
 from compat.integrations import transformers as compat_transformers  # noqa: E402
+from compat.saving import METADATA_KEY  # noqa: E402
 
 OPEN_CLIP = "https://github.com/mlfoundations/open_clip/pull/1105"
 SHARED = "https://huggingface.co/docs/safetensors/torch_shared_tensors"
@@ -191,8 +193,11 @@ def test_a_compat_file_is_never_silently_reinitialised(tmp_path: Path) -> None:
 # --- models without views: transformers' own behaviour -------------------------------------------
 
 
-def test_a_model_without_sharing_gets_transformers_own_file(tmp_path: Path) -> None:
-    model = models.bert()
+@pytest.mark.parametrize("build", [models.bert, models.gpt2], ids=["bert", "tied-gpt2"])
+def test_a_model_without_sharing_gets_transformers_own_file(tmp_path: Path, build: Any) -> None:
+    """No sharing, or only the ties transformers declares and restores itself (GPT-2's
+    ``lm_head``): transformers' own file, so loading reads it as transformers does."""
+    model = build()
     with models.quiet():
         model.save_pretrained(tmp_path / "theirs")
         with compat_transformers.patch():
@@ -214,6 +219,58 @@ def test_a_tied_gpt2_round_trips_through_the_integration(tmp_path: Path) -> None
         alone = type(model).from_pretrained(tmp_path).eval()
     with torch.no_grad():
         assert torch.equal(alone(ids).logits, model(ids).logits)
+
+
+def test_a_tie_transformers_does_not_restore_is_kept_in_compat_record(tmp_path: Path) -> None:
+    """A head tied by hand while the config says ``tie_word_embeddings=False``: transformers would
+    drop it on save and not restore it on load; compat's record keeps it."""
+    config = models.gpt2_config()
+    config.tie_word_embeddings = False
+    torch.manual_seed(models.SEED)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.lm_head.weight = model.transformer.wte.weight
+    with compat_transformers.patch(), models.quiet():
+        model.save_pretrained(tmp_path)
+        again = type(model).from_pretrained(tmp_path).eval()
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as handle:
+        assert METADATA_KEY in (handle.metadata() or {})
+    assert torch.equal(again.lm_head.weight, model.transformer.wte.weight)
+
+
+def _load_peak(side: str, folder: Path) -> dict[str, Any]:
+    root = Path(compat.__file__).parents[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.common.load_peak", side, str(folder)],
+        capture_output=True, text=True, cwd=root, check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+def test_loading_a_tied_model_copies_no_more_than_transformers(tmp_path: Path) -> None:
+    """A GPT-2 whose tied embedding dominates its size (200,000 x 256 float32: 195 MiB), saved
+    through the integration, loaded in fresh processes: the resident memory loading adds through
+    the integration stays within a quarter of the embedding of what transformers alone adds (a
+    copy of the tied weight, as compat's record once caused, adds all of it: +203 MiB)."""
+    config = transformers.GPT2Config(
+        n_layer=1, n_embd=256, n_head=4, vocab_size=200_000, n_positions=64,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(models.SEED)
+    with models.quiet():
+        model = transformers.GPT2LMHeadModel(config)
+        with compat_transformers.patch():
+            model.save_pretrained(tmp_path)
+    embedding_mb = model.transformer.wte.weight.nbytes / 2**20
+    del model
+    plain, patched = _load_peak("plain", tmp_path), _load_peak("patched", tmp_path)
+    assert plain["tied"] and patched["tied"]
+    assert patched["peak_mb"] <= plain["peak_mb"] + embedding_mb / 4, (plain, patched)
 
 
 # --- patch() -------------------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""How much a process's resident memory peaks above where it stood while ``from_pretrained`` loads
+a folder, alone or through ``compat.integrations.transformers.patch()``: run in a fresh process
+(``python -m tests.common.load_peak plain|patched FOLDER``), it prints one JSON line
+``{"peak_mb": ..., "tied": ...}``. Linux only: the peak is ``VmHWM`` of /proc/self/status, reset
+just before loading by writing 5 to /proc/self/clear_refs (proc(5))."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import sys
+from pathlib import Path
+
+PROC = Path("/proc/self")
+
+
+def _status_kib(field: str) -> int:
+    for line in (PROC / "status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise LookupError(f"{field} is not in /proc/self/status")
+
+
+def main(side: str, folder: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from compat.integrations import transformers as compat_transformers
+    from tests.common import downstream_models as models
+
+    patched = compat_transformers.patch() if side == "patched" else contextlib.nullcontext()
+    gc.collect()
+    (PROC / "clear_refs").write_text("5")  # the peak restarts from the memory in use now
+    before = _status_kib("VmRSS")
+    with models.quiet(), patched:
+        model = AutoModelForCausalLM.from_pretrained(folder)
+    peak = _status_kib("VmHWM")
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    print(json.dumps({"peak_mb": (peak - before) / 1024, "tied": tied}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
