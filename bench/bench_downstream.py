@@ -19,7 +19,8 @@ Cases:
   wrappers switched off, which isolates what they cost. Also reported: torch's own
   ``with torch.device("meta")`` + ``device="meta"``. Target: ours / peer <= 1.10.
 * ``pretrained``: ``save_pretrained`` then ``from_pretrained`` of the downstream tests' tiny GPT-2
-  (tied ``lm_head``: compat's record is written and read) into a fresh folder, alone ("peer") and
+  (its tied ``lm_head`` is a tie transformers restores, so the patch writes transformers' own file;
+  ``bench/bench_pretrained.py`` measures real sizes) into a fresh folder, alone ("peer") and
   inside ``compat.integrations.transformers.patch()`` ("ours"), and with the patch installed once
   beforehand (``installed``). Target (issue 41): ours / peer <= 1.10.
 

@@ -51,6 +51,7 @@ OUT = ROOT / "reports" / "bench" / "params.json"
 sys.path.insert(0, str(ROOT))
 
 import compat  # noqa: E402
+from tests.common.process_memory import reset_peak, status_kib  # noqa: E402
 
 REPS = 5
 GIB = 1 << 30
@@ -63,29 +64,11 @@ SLACK_BYTES = 10 << 20
 # --- measurement -------------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
 class Meter:
     """Host peak-RSS (and, with CUDA, device peak) added while a function runs."""
 
     def __init__(self) -> None:
-        self.host_ok = _status_kib("VmHWM") is not None and _reset_peak()
+        self.host_ok = status_kib("VmHWM") is not None and reset_peak()
 
     def run(self, fn: Callable[[], Any]) -> tuple[Any, float, int | None, int | None]:
         gc.collect()
@@ -94,15 +77,15 @@ class Meter:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             cuda_before = torch.cuda.memory_allocated()
-        before = _status_kib("VmRSS") if self.host_ok else None
+        before = status_kib("VmRSS") if self.host_ok else None
         if self.host_ok:
-            _reset_peak()
+            reset_peak()
         start = time.perf_counter()
         result = fn()
         if cuda:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        peak = _status_kib("VmHWM") if self.host_ok else None
+        peak = status_kib("VmHWM") if self.host_ok else None
         host = None if before is None or peak is None else max(0, (peak - before) * 1024)
         device = torch.cuda.max_memory_allocated() - cuda_before if cuda else None
         return result, seconds, host, device

@@ -10,16 +10,6 @@ import contextlib
 import gc
 import json
 import sys
-from pathlib import Path
-
-PROC = Path("/proc/self")
-
-
-def _status_kib(field: str) -> int:
-    for line in (PROC / "status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise LookupError(f"{field} is not in /proc/self/status")
 
 
 def main(side: str, folder: str) -> None:
@@ -27,14 +17,16 @@ def main(side: str, folder: str) -> None:
 
     from compat.integrations import transformers as compat_transformers
     from tests.common import downstream_models as models
+    from tests.common import process_memory
 
     patched = compat_transformers.patch() if side == "patched" else contextlib.nullcontext()
     gc.collect()
-    (PROC / "clear_refs").write_text("5")  # the peak restarts from the memory in use now
-    before = _status_kib("VmRSS")
+    if not process_memory.reset_peak():  # the peak restarts from the memory in use now
+        raise OSError("no /proc/self/clear_refs: the peak cannot be reset here")
+    before = process_memory.status_kib("VmRSS") or 0
     with models.quiet(), patched:
         model = AutoModelForCausalLM.from_pretrained(folder)
-    peak = _status_kib("VmHWM")
+    peak = process_memory.status_kib("VmHWM") or 0
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     print(json.dumps({"peak_mb": (peak - before) / 1024, "tied": tied}))
 
