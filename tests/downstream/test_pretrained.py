@@ -193,17 +193,27 @@ def test_a_compat_file_is_never_silently_reinitialised(tmp_path: Path) -> None:
 # --- models without views: transformers' own behaviour -------------------------------------------
 
 
-@pytest.mark.parametrize("build", [models.bert, models.gpt2], ids=["bert", "tied-gpt2"])
-def test_a_model_without_sharing_gets_transformers_own_file(tmp_path: Path, build: Any) -> None:
-    """No sharing, or only the ties transformers declares and restores itself (GPT-2's
-    ``lm_head``): transformers' own file, so loading reads it as transformers does."""
-    model = build()
+def _files_with_and_without_the_patch(model: Any, folder: Path) -> tuple[bytes, bytes]:
     with models.quiet():
-        model.save_pretrained(tmp_path / "theirs")
+        model.save_pretrained(folder / "theirs")
         with compat_transformers.patch():
-            model.save_pretrained(tmp_path / "ours")
-    theirs = (tmp_path / "theirs" / "model.safetensors").read_bytes()
-    assert (tmp_path / "ours" / "model.safetensors").read_bytes() == theirs
+            model.save_pretrained(folder / "ours")
+    ours, theirs = (
+        (folder / side / "model.safetensors").read_bytes() for side in ("ours", "theirs")
+    )
+    return ours, theirs
+
+
+def test_a_model_without_sharing_gets_transformers_own_file(tmp_path: Path) -> None:
+    ours, theirs = _files_with_and_without_the_patch(models.bert(), tmp_path)
+    assert ours == theirs
+
+
+def test_a_tie_transformers_restores_gets_transformers_own_file(tmp_path: Path) -> None:
+    """GPT-2's ``lm_head`` is a tie transformers declares and restores on load: transformers' own
+    file, so loading reads it as transformers does (no copy of the tied weight)."""
+    ours, theirs = _files_with_and_without_the_patch(models.gpt2(), tmp_path)
+    assert ours == theirs
 
 
 def test_a_tied_gpt2_round_trips_through_the_integration(tmp_path: Path) -> None:
