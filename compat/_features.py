@@ -90,6 +90,12 @@ HAS_SWAP_TENSORS: bool = hasattr(torch.utils, "swap_tensors")
 HAS_TENSOR_USE_COUNT: bool = hasattr(torch.Tensor, "_use_count")
 
 
+# The C++ exchange of two TensorImpls that torch.utils.swap_tensors ends with (present with it,
+# 2.3+). For two objects of one class without attributes or slots, once swap_blocker has found
+# nothing, it is the whole swap: swap_tensors' Python part would exchange nothing.
+HAS_SWAP_TENSOR_IMPL: bool = HAS_SWAP_TENSORS and hasattr(torch._C, "_swap_tensor_impl")
+
+
 _slot_cache: dict[type, frozenset[str]] = {}
 
 

@@ -33,13 +33,19 @@ LOADERS: Final = {
 }
 
 
+# the loaders' function names: a frame is looked up by its module only when its name is one
+_NAMES: Final = frozenset(name for _, name in LOADERS)
+
+
 def innermost() -> tuple[FrameType, str] | None:
     """The frame of the innermost checkpoint loader on the caller's stack and what users call
     it, or None when none is running."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        found = LOADERS.get((frame.f_globals.get("__name__", ""), frame.f_code.co_name))
-        if found is not None:
-            return frame, found
+        name = frame.f_code.co_name
+        if name in _NAMES:
+            found = LOADERS.get((frame.f_globals.get("__name__", ""), name))
+            if found is not None:
+                return frame, found
         frame = frame.f_back
     return None

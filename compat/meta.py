@@ -269,15 +269,18 @@ def _registration_hooks(opened: _Open, dev: torch.device) -> tuple[_Hook, _Hook]
     registered to ``dev`` while the block is in force (:func:`_in_force`)."""
 
     def move(module: nn.Module, name: str, tensor: torch.Tensor | None, kind: _move.Kind) -> Any:
-        if tensor is None or (tensor.device.type == "meta" and dev.type != "meta"):
+        if tensor is None or (tensor.is_meta and dev.type != "meta"):
             return None
         if not _in_force(opened, _loader_frame()):
             return None  # a checkpoint loader started inside the block: it loads for real
-        label = f"{type(module).__name__}.{name}"
-        move = _move.plan_move(label, kind, tensor, tensor, dev)
-        if move is None:
-            return None
-        held = move.apply()
+        held = None
+        if dev.type == "meta" and kind == "parameter":
+            held = _move.plain_parameter_to_meta(tensor)  # most parameters: the short way
+        if held is None:
+            move = _move.plan_move(f"{type(module).__name__}.{name}", kind, tensor, tensor, dev)
+            if move is None:
+                return None
+            held = move.apply()
         return None if held is tensor else held  # None: the registered object itself moved
 
     def on_parameter(module: nn.Module, name: str, param: torch.Tensor | None) -> Any:
