@@ -341,7 +341,7 @@ def swap_in_place(old: torch.Tensor, new: torch.Tensor) -> bool:
     saved = None if bare else (_python_state(old), _python_state(new))
     try:
         if bare and _features.HAS_SWAP_TENSOR_IMPL:
-            torch._C._swap_tensor_impl(old, new)  # all swap_tensors would do here, at a third
+            torch._C._swap_tensor_impl(old, new)  # all that swap_tensors would do here
         else:
             torch.utils.swap_tensors(old, new)  # type: ignore[no-untyped-call]
     except RuntimeError:
