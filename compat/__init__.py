@@ -4,6 +4,10 @@ Public names are re-exported here from their modules: one import statement per m
 same names listed in ``__all__`` (one sorted list; each name's module is in its import).
 """
 
+# The one place the version is written: the distribution's metadata reads it from here
+# (pyproject.toml, [tool.hatch.version]).
+__version__ = "0.1.0"
+
 from compat.device import (
     DeviceLike,
     DeviceUnavailableError,
