@@ -316,7 +316,7 @@ def ensure_available(device: DeviceLike) -> torch.device:
     its type, so the result always carries an index.
 
     Raises:
-        TypeError / ValueError: as :func:`normalize_device`, and TypeError for None.
+        TypeError, ValueError: as :func:`normalize_device`, and TypeError for None.
         DeviceUnavailableError: the backend is absent or unusable, or the index is out of range.
             The message is this library's own, naming the device and what is available.
     """
@@ -432,7 +432,7 @@ def for_safetensors(device: DeviceLike, *, check: bool = True) -> str | int:
       later or targets another machine's devices); an index-less device is still resolved.
 
     Raises:
-        TypeError / ValueError: as :func:`normalize_device`; ValueError for ``meta`` and for
+        TypeError, ValueError: as :func:`normalize_device`; ValueError for ``meta`` and for
             device types safetensors cannot load onto.
         DeviceUnavailableError: with ``check``, the device is absent or its index out of range
             (the message names it, e.g. ``'cuda:0'``); without, an index-less device whose

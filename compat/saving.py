@@ -317,7 +317,7 @@ def dedup_for_save(
     (nothing is copied for a tensor that is already contiguous) and live on the input's devices.
     For every name not saved as itself, ``metadata[name]`` is the saved name holding its bytes
     (safetensors' own ``save_model`` convention), and ``metadata["__compat_sharing__"]`` holds
-    the JSON record (:mod:`compat._record`) that :func:`restore_aliases` uses to rebuild it.
+    the JSON record (``compat._record``) that :func:`restore_aliases` uses to rebuild it.
     ``to_save`` is the tensors kept plus an empty uint8 placeholder of shape ``(0,)`` under each
     name only the record rebuilds as a view (a view, or an alias of one): a reader that does not
     know the record (``load_state_dict`` even with ``strict=False``, transformers'
@@ -373,10 +373,10 @@ def dedup_for_save(
         TypeError: as :func:`compat.find_overlapping_tensors`; also for a wrapper subclass not
             stored as above (DTensor, ``AffineQuantizedTensor``), naming the key and class. Where
             safetensors refuses the same input with another class it is an instance of it too:
-            :class:`SaveInputError` (also a ValueError: not a mapping, a value that is not a
-            tensor, a sparse, mkldnn or jagged tensor), :class:`UnsavableTensorError` (also a
+            ``SaveInputError`` (also a ValueError: not a mapping, a value that is not a
+            tensor, a sparse, mkldnn or jagged tensor), ``UnsavableTensorError`` (also a
             RuntimeError: a wrapper subclass, a nested tensor).
-        ValueError: a meta or fake tensor (no data to save: :class:`NoDataError`, also a
+        ValueError: a meta or fake tensor (no data to save: ``NoDataError``, also a
             NotImplementedError as in safetensors), a name using a reserved prefix
             (``__alias_base__/``, ``__qparams__/``), a key the record or TorchAO's layout
             needs, or a non-str entry in ``preferred``; the message names it.
@@ -413,7 +413,7 @@ def restore_aliases(
     sorted by name.
 
     The record is validated against ``tensors`` before anything is built (see
-    :mod:`compat._record`): every view lies inside its base, every name is written once and never
+    ``compat._record``): every view lies inside its base, every name is written once and never
     over a stored tensor other than its own placeholder, every listed placeholder is stored,
     empty uint8 of shape ``(0,)`` and stands for a view or an alias of one, every empty entry is
     empty, every quantizer is well-formed; nothing uninitialised can come out. If a loaded base's
@@ -559,7 +559,7 @@ def save_file(
     an empty uint8 placeholder (see :func:`dedup_for_save`).
 
     Raises:
-        TypeError / ValueError: as :func:`dedup_for_save`; :class:`SaveInputError` (a
+        TypeError, ValueError: as :func:`dedup_for_save`; ``SaveInputError`` (a
             ValueError, and the TypeError safetensors raises) when ``metadata`` is not a
             mapping of str -> str; ValueError when a ``metadata`` key collides with a name the
             alias record uses (``__compat_sharing__``, a removed tensor's name).
@@ -582,7 +582,7 @@ def save(
     where nothing is recorded, as for :func:`save_file`.
 
     Raises:
-        TypeError / ValueError: as :func:`save_file`.
+        TypeError, ValueError: as :func:`save_file`.
     """
     if _safetensors.reentered():
         return bytes(_safetensors.pristine("save")(tensors, metadata=metadata))
@@ -634,7 +634,7 @@ def load_file(
     as ``safetensors.torch.load_file`` loads it.
 
     Raises:
-        TypeError / ValueError: a bad ``device`` (as :func:`compat.normalize_device`; ValueError for
+        TypeError, ValueError: a bad ``device`` (as :func:`compat.normalize_device`; ValueError for
             ``meta`` and types safetensors cannot load onto), a record that fails validation
             (as :func:`restore_aliases`), or a ``backend`` the installed safetensors has no
             parameter for (TypeError naming it); what ``safe_open`` raises for the file or an

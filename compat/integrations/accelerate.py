@@ -10,6 +10,8 @@ through :func:`compat.set_module_tensor` (public ``.to()`` and ``nn.Parameter`` 
 accelerate code works on every accelerate release whose call sites :func:`patch` knows, with any
 TorchAO release.
 
+::
+
     from compat.integrations import accelerate as compat_accelerate
 
     with compat_accelerate.patch():
@@ -40,9 +42,10 @@ from compat.integrations._patching import Patch
 __all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_to_device"]
 
 NAME: Final = "set_module_tensor_to_device"
-# Where accelerate binds the function by name, each a copy that must be replaced on its own: the
-# defining module, the ``accelerate.utils`` re-export (what transformers, diffusers and peft
-# import), and the two modules that import it by name (read in every release from 1.2.1 to 1.16.0).
+#: Where accelerate binds the function by name, each a copy that must be replaced on its
+#: own: the defining module, the ``accelerate.utils`` re-export (what transformers, diffusers
+#: and peft import), and the two modules that import it by name (read in every release from
+#: 1.2.1 to 1.16.0).
 CALL_SITES: Final = (
     "accelerate.utils.modeling",
     "accelerate.utils",

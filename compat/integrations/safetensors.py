@@ -4,9 +4,11 @@ patch that puts them in ``safetensors.torch``.
 Why: ``safetensors.torch.save_file`` refuses tensors that share memory (a tied ``lm_head``, the
 ``q``/``k``/``v`` slices of a fused ``qkv``) and non-contiguous tensors, and its files cannot say
 that two names were one tensor. compat's functions take the same arguments, save those too and
-bring the sharing back on load (:mod:`compat.saving`); everything else is safetensors' own
+bring the sharing back on load (``compat.saving``); everything else is safetensors' own
 behaviour: a state dict compat records nothing for is written byte for byte as safetensors writes
 it, and input both refuse raises what the installed safetensors raises, with its message.
+
+::
 
     import safetensors.torch
     from compat.integrations import safetensors as compat_safetensors
@@ -120,7 +122,7 @@ class patch(Patch):  # lower case: used like a function, `with patch():`
     ``with patch():`` installs on entry and restores every replaced name on exit, also when the
     block raises; ``p = patch(); p.install(); ...; p.uninstall()`` does the same by hand.
     Patches nest (undo them in reverse order, as blocks do). compat itself always reaches
-    safetensors' own functions (:mod:`compat._safetensors`), so nothing recurses. Names other
+    safetensors' own functions (``compat._safetensors``), so nothing recurses. Names other
     modules imported before the patch (``from safetensors.torch import save_file``) are theirs
     and are not replaced.
 

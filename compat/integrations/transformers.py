@@ -12,6 +12,8 @@ of one another, while a compat file in a model folder loses those views through 
 with no error: transformers does not read compat's record, reports them missing and re-initialises
 them.
 
+::
+
     from compat.integrations import transformers as compat_transformers
 
     with compat_transformers.patch():
