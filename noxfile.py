@@ -432,6 +432,29 @@ def tests_installed(session: nox.Session) -> None:
         session.error("the installed cell did not pass (the reason is above)")
 
 
+@nox.session(python=MATRIX.python[0], default=False)
+def dist(session: nox.Session) -> None:
+    """Build compat's sdist and wheel once into dist/ and check them (files, metadata, twine
+    check --strict): harness/dist/build.py, reports/dist.json."""
+    session.install("-r", "requirements/dist.txt")
+    session.run(
+        "python", "-m", "harness.dist.build", "--uv", interpreters.uv_bin(),
+        "--reports", str(REPORTS), *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session(venv_backend="none", default=False)
+def wheel(session: nox.Session) -> None:
+    """compat's suite against the wheel in dist/, the tree unimportable: the oldest and newest
+    pairs and the newest downstream cell, each in a fresh venv (harness/dist/wheel_cells.py;
+    -- --cell ID, --backend NAME, --dist DIR, --list); reports/wheel.json."""
+    from harness.dist import wheel_cells
+
+    args = ["--reports", str(REPORTS), "--envdir", str(session.env_dir.parent)]
+    if wheel_cells.main([*args, *session.posargs]) != 0:
+        session.error("the wheel's cells did not all pass, or the input was refused (above)")
+
+
 @nox.session(venv_backend="none", default=False)
 def mutation(session: nox.Session) -> None:
     """Mutation testing of compat (mutation.toml): every module in the default cell but the
@@ -509,3 +532,13 @@ def bisect(session: nox.Session) -> None:
     args = ["--python", str(python), "--reports", str(REPORTS), *session.posargs]
     if bisection.main(args) != 0:
         session.error("bisect refused (the reason is above)")
+
+
+@nox.session(python=MATRIX.python[0], default=False)
+def docs(session: nox.Session) -> None:
+    """The API reference from the docstrings (docs/api) into build/api: Sphinx with warnings as
+    errors and every cross-reference resolved (nitpicky), every page read afresh (-E)."""
+    session.install(*MATRIX.default().requirements(), "-r", "requirements/docs.txt")
+    out = paths.ROOT / "build" / "api"
+    args = ["-E", "-W", "--keep-going", "-n", "-b", "html", "docs/api", str(out)]
+    session.run("sphinx-build", *args)

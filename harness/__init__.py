@@ -9,7 +9,9 @@
 - :mod:`harness.ci`: GitHub Actions (the matrix JSON, the gate, commit statuses, the nightly's
   issue, upstream triggers);
 - :mod:`harness.bisect` and :mod:`harness.mutation`: which release did it, and how much the suite
-  catches (both run cells).
+  catches (both run cells);
+- :mod:`harness.dist`: the release's distributions, built once and checked, and the suite run
+  against the installed wheel (it runs cells).
 """
 
 # the layers, in order: a module imports from its own package and the packages of earlier layers
@@ -17,6 +19,6 @@
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"matrix"}),
     frozenset({"cells"}),
-    frozenset({"report", "bisect", "mutation"}),
+    frozenset({"report", "bisect", "mutation", "dist"}),
     frozenset({"ci"}),
 )

@@ -85,6 +85,9 @@ class CellResult:
     # test paths this run's options deselected here: path -> why (`--peer-suites first`: the
     # cell of the group where the peer suites ran); the gate does not miss their tests
     deselected: dict[str, str] = field(default_factory=dict)
+    # a run against the installed wheel (harness/dist/wheel_cells.py): where the suite imported
+    # compat from, as the probe's InstalledOnly wrote it; empty: the source tree (pythonpath)
+    compat_source: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,11 @@ attempt is written to LEAKS.json with the test that made it (``""``: outside any
 runs the tests it carries across TorchAO versions this way (``harness/cells/carry.py``): a test that
 touches TorchAO, even one that swallows the error, is thereby known to depend on it.
 
+With ``COMPAT_MATRIX_INSTALLED_ONLY`` set (a file's path), the run tests an installed compat
+(``harness/dist/wheel_cells.py``): compat and its modules import only from the files of the
+installed ``compat-matrix`` distribution; importing any other copy (the source tree) raises
+ImportError and is recorded, and the file gets what the run imported (:class:`InstalledOnly`).
+
 ``--versions`` only reads what is installed (the installed cell checks an existing interpreter's
 test requirements with it before anything imports torch): the interpreter, ``PYTHONPATH``, and
 each distribution's version from its metadata; torch or TorchAO without metadata (a source tree
@@ -28,6 +33,7 @@ on ``PYTHONPATH``) is imported for its ``__version__``.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 BLOCKED_ENV = "COMPAT_MATRIX_BLOCKED"  # the distributions --block made unreachable
+INSTALLED_ONLY_ENV = "COMPAT_MATRIX_INSTALLED_ONLY"  # where InstalledOnly writes what was imported
 BACKEND_ABSENT = 77  # exit code: the backend's torch probe did not hold
 TORCH_IMPORT_FAILED = 78  # exit code: torch does not import (FACTS.json has the error)
 PACKAGES = (
@@ -146,6 +153,60 @@ class Blocker:
         Path(path).write_text(json.dumps({"blocked": sorted(self.names), "leaks": self.leaks}))
 
 
+class InstalledOnly:
+    """A finder placed first on ``sys.meta_path`` for a run against an installed compat: each
+    module of the ``compat`` package imports only from the installed ``compat-matrix``
+    distribution's ``compat/`` folder (symlinks resolved); a spec found anywhere else (the
+    source tree on ``sys.path``) is refused with ImportError and recorded. With the distribution
+    absent, every import of compat is refused."""
+
+    DISTRIBUTION, PACKAGE = "compat-matrix", "compat"
+
+    def __init__(self) -> None:
+        self.home: str | None = None
+        self.version: str | None = None
+        try:
+            dist = metadata.distribution(self.DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            pass
+        else:
+            self.home = os.path.realpath(str(dist.locate_file(self.PACKAGE)))
+            self.version = dist.version
+        self.refused: list[str] = []
+
+    def installed(self, file: str) -> bool:
+        return self.home is not None and os.path.realpath(file).startswith(self.home + os.sep)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.split(".")[0] != self.PACKAGE:
+            return
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        origin = spec.origin if spec is not None else None
+        if origin and not self.installed(origin):
+            self.refused.append(origin)
+            raise ImportError(
+                f"{fullname} from {origin}: this run tests the installed {self.DISTRIBUTION}"
+                f" ({self.home or 'not installed'}), and imports no other copy of it"
+            )
+
+    def install(self) -> None:
+        sys.meta_path.insert(0, self)  # type: ignore[arg-type]
+
+    def write(self, path: str) -> None:
+        module = sys.modules.get(self.PACKAGE)
+        file = getattr(module, "__file__", None)
+        found = {
+            "distribution": self.DISTRIBUTION,
+            "version": self.version,
+            "home": self.home,
+            "imported": file,
+            "imported_version": getattr(module, "__version__", None),
+            "from_distribution": bool(file) and self.installed(str(file)),
+            "refused": self.refused,
+        }
+        Path(path).write_text(json.dumps(found, indent=2) + "\n")
+
+
 class Deselect:
     """A pytest plugin that leaves out the tests named in a file (one node id a line): the tests
     whose verdicts this cell carries from another (``harness/cells/carry.py``). Every other
@@ -233,14 +294,21 @@ def main(argv: list[str]) -> int:
     import pytest
 
     plugins: list[Any] = [Deselect(options["--deselect"])] if "--deselect" in options else []
-    if not blocker.names:
-        return int(pytest.main(rest, plugins=plugins))
-    blocker.install()
-    os.environ[BLOCKED_ENV] = ",".join(sorted(blocker.names))  # the suite's own bookkeeping
+    installed_only = os.environ.get(INSTALLED_ONLY_ENV)
+    guard = InstalledOnly() if installed_only else None
+    if guard is not None:
+        guard.install()
+    if blocker.names:
+        blocker.install()
+        os.environ[BLOCKED_ENV] = ",".join(sorted(blocker.names))  # the suite's own bookkeeping
+        plugins.append(blocker)
     try:
-        return int(pytest.main(rest, plugins=[*plugins, blocker]))
+        return int(pytest.main(rest, plugins=plugins))
     finally:
-        blocker.write(options.get("--leaks", "leaks.json"))
+        if blocker.names:
+            blocker.write(options.get("--leaks", "leaks.json"))
+        if guard is not None and installed_only:
+            guard.write(installed_only)
 
 
 if __name__ == "__main__":

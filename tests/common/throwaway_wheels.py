@@ -17,12 +17,19 @@ from harness.matrix.interpreters import uv_bin
 
 
 def wheel(
-    folder: Path, name: str, version: str, source: str, requires: tuple[str, ...] = ()
+    folder: Path,
+    name: str,
+    version: str,
+    source: str,
+    requires: tuple[str, ...] = (),
+    *,
+    package: str | None = None,
 ) -> Path:
-    """A minimal, valid pure-Python wheel (RECORD with hashes), written byte by byte."""
+    """A minimal, valid pure-Python wheel (RECORD with hashes), written byte by byte: the
+    distribution ``name`` holding the package ``package`` (default: ``name``)."""
     dist = f"{name}-{version}.dist-info"
     files = {
-        f"{name}/__init__.py": source,
+        f"{package or name}/__init__.py": source,
         f"{dist}/METADATA": "Metadata-Version: 2.1\n"
         f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_bisect\nRoot-Is-Purelib: true\n"

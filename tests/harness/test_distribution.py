@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 import email
 import shutil
-import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from harness.dist import build
+from harness.matrix import project
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,21 +33,12 @@ def written_version() -> str:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The distributions harness/dist/build.py builds (uv build), as `nox -s dist` does."""
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not on PATH: the harness's sessions install with it")
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [uv, "build", "--out-dir", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (wheel,) = out.glob("*.whl")
-    (sdist,) = out.glob("*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist}
+    dists = build.build(ROOT, tmp_path_factory.mktemp("dist"), uv)
+    return {"wheel": dists.wheel, "sdist": dists.sdist}
 
 
 def tree_modules() -> set[str]:
@@ -87,3 +80,63 @@ def test_the_sdist_holds_the_license_and_the_marker(built: dict[str, Path]) -> N
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     assert {"LICENSE", "compat/py.typed", "pyproject.toml"} <= names
     assert tree_modules() <= names
+
+
+def test_the_harness_finds_nothing_wrong_with_them(built: dict[str, Path]) -> None:
+    dists = build.Dists(sdist=built["sdist"], wheel=built["wheel"])
+    assert build.check(dists, ROOT, twine=False) == {"wheel": [], "sdist": [], "metadata": []}
+    assert project.written_version(ROOT) == written_version()
+
+
+def rewritten(source: Path, target: Path, drop: str = "", edit: tuple[str, str] = ("", "")) -> Path:
+    """A copy of the wheel ``source`` without the member ``drop`` and with ``edit[0]`` replaced
+    by ``edit[1]`` in its METADATA: a real fault in a real archive."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for item in old.infolist():
+            data = old.read(item)
+            if item.filename == drop:
+                continue
+            if item.filename.endswith(".dist-info/METADATA") and edit[0]:
+                data = data.replace(edit[0].encode(), edit[1].encode())
+            new.writestr(item, data)
+    return target
+
+
+def test_a_wheel_without_the_marker_or_a_module_is_refused(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    no_marker = rewritten(built["wheel"], tmp_path / "a.whl", drop="compat/py.typed")
+    assert build.wheel_problems(no_marker, ROOT) == [
+        "the wheel lacks compat/py.typed: type checkers would treat compat as untyped"
+    ]
+    no_module = rewritten(built["wheel"], tmp_path / "b.whl", drop="compat/_move.py")
+    assert build.wheel_problems(no_module, ROOT) == ["the wheel lacks compat/_move.py"]
+
+
+def test_metadata_that_disagrees_with_the_written_version_or_an_extra_is_refused(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    version = written_version()
+    wrong = rewritten(
+        built["wheel"], tmp_path / "a.whl", edit=(f"Version: {version}", "Version: 9")
+    )
+    assert build.metadata_problems(build.wheel_metadata(wrong), ROOT) == [
+        f"the metadata's Version is '9', not '{version}'"
+    ]
+    no_extra = rewritten(
+        built["wheel"],
+        tmp_path / "b.whl",
+        edit=("Provides-Extra: safetensors", "Provides-Extra: x"),
+    )
+    assert build.metadata_problems(build.wheel_metadata(no_extra), ROOT) == [
+        "the metadata provides no extra 'safetensors' (it has ['x'])"
+    ]
+
+
+def test_an_sdist_without_the_license_is_refused(built: dict[str, Path], tmp_path: Path) -> None:
+    target = tmp_path / built["sdist"].name
+    with tarfile.open(built["sdist"]) as old, tarfile.open(target, "w:gz") as new:
+        for member in old.getmembers():
+            if not member.name.endswith("/LICENSE"):
+                new.addfile(member, old.extractfile(member) if member.isfile() else None)
+    assert build.sdist_problems(target, ROOT) == ["the sdist lacks LICENSE"]

@@ -244,5 +244,5 @@ def test_the_subprocess_environment_is_the_cells_offline(
     assert plain["HF_HUB_OFFLINE"] == "1" and plain["CUDA_VISIBLE_DEVICES"] == ""
     assert "PYTEST_ADDOPTS" not in plain
     assert run.PLUGIN_REPORT_ENV not in plain and compat[run.PLUGIN_REPORT_ENV]
-    assert plain["PYTHONPATH"].split(os.pathsep)[:2] == [str(tmp_path), str(run.ROOT)]
+    assert plain["PYTHONPATH"].split(os.pathsep)[:2] == [str(tmp_path), str(run.PROJECT)]
     assert {k: v for k, v in compat.items() if k != run.PLUGIN_REPORT_ENV} == plain

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.matrix import project
+from harness.matrix.errors import Refused
 from harness.report import support
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,3 +91,19 @@ def test_the_committed_support_window_matches_the_readme_and_pyproject() -> None
     # the declared floors are exactly the oldest versions a passing cell tested
     assert python_floor.group(1) == doc["floors"]["python"]
     assert ".".join(doc["floors"]["torch"].split(".")[:2]) == torch_floor.group(1)
+
+
+def test_the_changelog_names_the_pairs_of_the_current_release() -> None:
+    """CHANGELOG.md's block for compat's written version is the committed support window's pairs
+    (re-rendered by `python -m harness.report.support --changelog`), and a missing block is
+    refused by name."""
+    version = project.written_version(ROOT)
+    doc = json.loads((ROOT / "reports" / "support.json").read_text())
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {version}" in text, f"CHANGELOG.md has no section for {version}"
+    assert support.render_release(doc, version) in text, (
+        "CHANGELOG.md's pairs disagree with reports/support.json: run python -m"
+        " harness.report.support --baseline reports/baseline.json --changelog CHANGELOG.md"
+    )
+    with pytest.raises(Refused, match=r"pairs 9\.9:begin"):
+        support.replace_block(text, "", *support.release_markers("9.9"), "CHANGELOG.md")

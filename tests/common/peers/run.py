@@ -24,7 +24,9 @@ from typing import Any
 from harness.cells.evidence import PYTEST_STOPPED, TestLog, read_reportlog
 from tests.common.peers.suites import Suite
 
-ROOT = Path(__file__).resolve().parents[3]
+# the project's folder as this module was imported from it, links kept: in a run against the
+# installed compat (harness/dist/wheel_cells.py) that is a folder without the tree's compat
+PROJECT = Path(__file__).absolute().parents[3]
 ROUTES = ("plain", "compat")
 TIMEOUT_S = 600  # one run; the cell's own limit (matrix.toml cell_timeout_s) is above all four
 SET = {"HF_HUB_OFFLINE": "1"}
@@ -119,7 +121,7 @@ def command(suite: Suite, folder: Path, route: str, reportlog: Path) -> list[str
 def environment(suite: Suite, route: str, plugin_report: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in DROPPED}
     env.update(SET)
-    paths = [str(suite.plugin.parent), str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+    paths = [str(suite.plugin.parent), str(PROJECT), *filter(None, [env.get("PYTHONPATH")])]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env.pop(PLUGIN_REPORT_ENV, None)
     if route == "compat":
