@@ -181,7 +181,10 @@ def main(argv: Sequence[str] | None = None, *, echo: Echo | None = sys.stdout) -
     except Refused as exc:
         print(f"[wheel] refused: {exc}", file=sys.stderr)
         return 2
-    return _run(matrix, cells, wheel, args.reports, args.envdir, echo)
+    # absolute: the cells install and run from the staged folder, not from here
+    return _run(
+        matrix, cells, wheel.absolute(), args.reports.absolute(), args.envdir.absolute(), echo
+    )
 
 
 def _run(

@@ -34,6 +34,8 @@ REPLACED = {
     "actions/download-artifact": "download-artifact",
     "actions/upload-pages-artifact": "upload-pages-artifact",
     "actions/deploy-pages": "deploy-pages",
+    "pypa/gh-action-pypi-publish": "pypi-publish",
+    "softprops/action-gh-release": "gh-release",
 }
 _USES = re.compile(r"uses:\s*([\w.-]+/[\w.-]+)(?:/[\w./-]+)?@([0-9a-f]{40})")
 

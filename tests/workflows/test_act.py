@@ -14,17 +14,20 @@ jobs stand-ins that write the cells' records.
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness.ci import gha
-from harness.matrix import limits, spec
+from harness.dist import wheel_cells
+from harness.matrix import limits, paths, project, spec
 from tests.common import act
 from tests.common import act_upstream as upstream
 from tests.common.act import TIMES
 
+MATRIX = spec.load(paths.ROOT / "matrix.toml")
 CELL = "torch2.6-ao0.8-cpu"
 OTHER = "torch2.5-ao0.7-cpu"  # another torch group: another job
 REGRESSED = "tests/compat/sharing/test_sharing.py::test_save_round_trip_is_bit_identical[cpu]"
@@ -562,3 +565,77 @@ def test_the_nightly_at_full_width_stays_within_every_limit(tmp_path: Path) -> N
 @pytest.fixture(autouse=True)
 def _act_is_installed() -> None:
     act.act_binary()
+
+
+def release(tmp_path: Path, name: str, tag: str) -> act.Run:
+    """release.yml on a push of ``tag``, its cells narrowed to the oldest (the repository
+    variable the workflow reads); the local index and the releases are in the run's store."""
+    repo, work = scenario(tmp_path, name)
+    sha = act.commit(repo)
+    return act.run_act(
+        repo,
+        work,
+        "push",
+        "release.yml",
+        {"ref": f"refs/tags/{tag}", "after": sha},
+        variables={"COMPAT_MATRIX_RELEASE_CELLS": wheel_cells.chosen(MATRIX)[0].id},
+    )
+
+
+@pytest.mark.act
+def test_a_release_builds_once_tests_the_wheel_publishes_it_and_it_installs(
+    tmp_path: Path,
+) -> None:
+    version = project.written_version(act.ROOT)
+    tag, oldest = f"v{version}", wheel_cells.chosen(MATRIX)[0].id
+    run = release(tmp_path, "release", tag)
+    report(run, "release.yml on a version tag")
+    assert run.returncode == 0, explain(run)
+    results = {j.job_id: j.result for j in run.jobs.values()}
+    assert results == dict.fromkeys(["build", "cells", "publish", "github-release"], "success")
+    names = [f"compat_matrix-{version}-py3-none-any.whl", f"compat_matrix-{version}.tar.gz"]
+    index = run.store / "index"
+    assert sorted(p.name for p in index.iterdir()) == names, explain(run)
+    for name in names:  # published and attached: the build's own bytes, never a rebuild
+        built = (run.artifact("dist") / name).read_bytes()
+        assert (index / name).read_bytes() == built
+        assert (run.store / "releases" / tag / name).read_bytes() == built
+    cells = json.loads((run.artifact(f"wheel-{oldest}") / "wheel.json").read_text())
+    (cell,) = cells["cells"]
+    assert (cell["id"], cell["status"]) == (oldest, "passed"), cell["reason"]
+    assert cell["compat_source"]["from_distribution"] is True
+    assert cell["candidates"] == [cells["requirement"]] and names[0] in cells["requirement"]
+    # a fresh venv installs the release from the local index, with its extra, and imports it
+    venv = tmp_path / "user"
+    uv = wheel_cells.uv_bin()
+    subprocess.run([uv, "venv", "-q", "--python", "3.11", str(venv)], check=True)
+    pins = [r for r in wheel_cells.chosen(MATRIX)[0].requirements() if r.startswith("torch==")]
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+         "--find-links", str(index), "compat-matrix[safetensors]", *pins],
+        check=True,
+    )  # fmt: skip
+    said = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", IMPORTED],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout.split()  # fmt: skip
+    assert said[:2] == [version, version] and said[2].startswith(str(venv)), said
+    assert said[3] == "True"  # the extra brought safetensors
+
+
+IMPORTED = """
+import importlib.metadata as m, importlib.util as u, compat
+print(compat.__version__, m.version("compat-matrix"), compat.__file__,
+      u.find_spec("safetensors") is not None)
+"""
+
+
+@pytest.mark.act
+def test_a_tag_that_is_not_the_written_version_publishes_nothing(tmp_path: Path) -> None:
+    run = release(tmp_path, "release-bad-tag", "v0.0.0-not-the-version")
+    report(run, "release.yml on a wrong tag")
+    assert run.returncode != 0
+    assert run.one("build").result == "failure", explain(run)
+    assert "is not v" in "\n".join(run.one("build").output), explain(run)
+    assert not run.by_id("publish") or run.one("publish").result != "success"
+    assert not (run.store / "index").exists() and not (run.store / "releases").exists()
