@@ -24,7 +24,8 @@ from harness.matrix.toml_table import TomlError
 
 TIERS = ("core", "extended", "downstream", "prerelease")
 LATEST = "latest"  # a version label and pin resolved to the newest release at install time
-ABSENT = "none"  # the label of an axis an installed cell's interpreter lacks (harness/installed)
+# the label of an axis an installed cell's interpreter lacks (harness/cells/installed.py)
+ABSENT = "none"
 
 
 class MatrixSpecError(TomlError):

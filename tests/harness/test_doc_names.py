@@ -6,6 +6,9 @@ Read from the README, docs/*.md and the docstrings of compat/ and harness/: a pa
 of the repository; a dotted name of compat or the harness (``harness.cells.run``,
 ``compat.meta.materialize``, ``pages.SECTIONS`` where ``pages`` is a harness module) must be a
 module, or a name that module defines at its top level.
+
+docs/design.md's Layout block (issue 55) names every module of compat/ and the harness with its
+one concern, and nothing under them that is not there.
 """
 
 from __future__ import annotations
@@ -122,4 +125,101 @@ def test_the_check_sees_a_missing_file_module_and_symbol() -> None:
         "doc: harness/report/report.py",
         "doc: harness.report.pages.NOPE",
         "doc: report.SECTIONS",
+    ]
+
+
+DESIGN = ROOT / "docs" / "design.md"
+LAYOUT = re.compile(r"^## Layout\n.*?^```\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# a full path of compat or the harness in a concern (``harness/__init__.py``), not a tail of one
+CONCERN_PATH = re.compile(r"(?<![\w./])((?:compat|harness)/[\w./]*\w)")
+
+
+def layout_lines(text: str) -> list[str]:
+    """The lines of the first fenced block after the ``## Layout`` heading."""
+    found = LAYOUT.search(text)
+    assert found is not None, "docs/design.md: no ``` block after '## Layout'"
+    return found.group(1).splitlines()
+
+
+def layout_entries(lines: list[str]) -> dict[str, str]:
+    """Each path the Layout block names, rebuilt from the indentation, with its concern.
+
+    The block's format: a line is a name (a file, a folder ending in ``/``, or a path in one,
+    ``bisect/bisection.py``) then its concern, indented two spaces deeper than the folder line it
+    sits in. A line indented more than two spaces deeper than the entry above it names nothing:
+    it continues that entry's concern (the wrapped prose of ``docs/``, ``tests/``, ``reports/``).
+    """
+    entries: dict[str, str] = {}
+    folders: list[tuple[int, str]] = []  # (indent, path) of the folders enclosing the line
+    last, path = -2, ""  # the previous entry's indent and path
+    for line in lines:
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip():
+            continue
+        if indent > last + 2:
+            entries[path] = f"{entries[path]} {line.strip()}".strip()
+            continue
+        name, _, concern = line.strip().partition(" ")
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        path = (folders[-1][1] if folders else "") + name
+        entries[path] = concern.strip()
+        if name.endswith("/"):
+            folders.append((indent, path))
+        last = indent
+    return entries
+
+
+def design_layout() -> dict[str, str]:
+    return layout_entries(layout_lines(DESIGN.read_text(encoding="utf-8")))
+
+
+def package_modules() -> set[str]:
+    """Every module file of compat and the harness, ``__init__.py`` left out."""
+    return {
+        path.relative_to(ROOT).as_posix()
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if path.name != "__init__.py" and "__pycache__" not in path.parts
+    }
+
+
+def test_the_design_layout_names_every_module_with_its_concern() -> None:
+    entries = design_layout()
+    missing = sorted(package_modules() - entries.keys())
+    assert missing == [], f"docs/design.md's Layout leaves out {', '.join(missing)}"
+    bare = sorted(module for module in package_modules() if not entries[module])
+    assert bare == [], f"docs/design.md's Layout names without a concern: {', '.join(bare)}"
+
+
+def test_every_path_the_design_layout_names_exists() -> None:
+    entries = design_layout()
+    named = [path for path in entries if path.startswith(tuple(f"{p}/" for p in PACKAGES))]
+    named += [path for concern in entries.values() for path in CONCERN_PATH.findall(concern)]
+    absent = sorted({path for path in named if not (ROOT / path).exists()})
+    assert absent == [], f"docs/design.md's Layout names what is not there: {', '.join(absent)}"
+
+
+def test_the_layout_paths_are_rebuilt_from_the_indentation() -> None:
+    text = (
+        "## Layout\n\n```\n"
+        "top.toml       the one source\n"
+        "harness/       layers (harness/__init__.py):\n"
+        "  matrix/      shared\n"
+        "    paths.py     where things live\n"
+        "  bisect/bisection.py  bisection\n"
+        "docs/          upstream-bugs.md: the bugs;\n"
+        "               tests/compat/ wrapped prose\n"
+        "```\n"
+    )
+    assert layout_entries(layout_lines(text)) == {
+        "top.toml": "the one source",
+        "harness/": "layers (harness/__init__.py):",
+        "harness/matrix/": "shared",
+        "harness/matrix/paths.py": "where things live",
+        "harness/bisect/bisection.py": "bisection",
+        "docs/": "upstream-bugs.md: the bugs; tests/compat/ wrapped prose",
+    }
+    assert CONCERN_PATH.findall("layers (harness/__init__.py): tests/compat/ x") == [
+        "harness/__init__.py"
     ]

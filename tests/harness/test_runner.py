@@ -1,4 +1,4 @@
-"""What the runner gives each cell's test process besides its pins (harness/group_run.py)."""
+"""What the runner gives each cell's test process besides its pins (harness/cells/group_run.py)."""
 
 from __future__ import annotations
 
