@@ -37,7 +37,7 @@ from torch import nn
 from compat import _move
 from compat._messages import show
 from compat.device import normalize_device
-from compat.integrations._patching import Patch
+from compat.integrations._patching import Replacement, Replacements
 
 __all__ = ["CALL_SITES", "AccelerateVersionError", "patch", "set_module_tensor_to_device"]
 
@@ -430,7 +430,61 @@ def _bindings(original: Callable[..., Any]) -> Iterator[tuple[str, str]]:
                 yield name, attr
 
 
-class patch(Patch):  # lower case: used like a function, `with patch():`
+def _forget_original() -> None:
+    """The innermost patch was undone: its accelerate function leaves the stack."""
+    _ORIGINAL.pop()
+
+
+def _plan() -> list[Replacement]:
+    """Every call site's replacement, after every check; the first one keeps accelerate's own
+    function on the stack compat's drop-in calls through while it is installed."""
+    accelerate = _module("accelerate")
+    version = str(getattr(accelerate, "__version__", "unknown"))
+    sites = [_module(name) for name in CALL_SITES]
+    missing = [
+        n for n, site in zip(CALL_SITES, sites, strict=True) if getattr(site, NAME, None) is None
+    ]
+    if missing:
+        raise AccelerateVersionError(
+            f"accelerate {version} has no {NAME} in {', '.join(missing)}; compat knows the "
+            f"call sites {', '.join(CALL_SITES)} (accelerate 1.2.1 to 1.16.0); nothing was "
+            "patched"
+        )
+    original = getattr(sites[0], NAME)
+    if _is_ours(original):
+        original = _accelerate_original()
+    # the checks read every loaded accelerate module: done again whenever a module was
+    # imported since (or the function is another), else remembered
+    key = (id(original), len(sys.modules))
+    if key not in _CHECKED:
+        _check_signature(original, version)
+        unknown = sorted(
+            f"{name}.{attr}"
+            for name, attr in _bindings(original)
+            if name not in CALL_SITES or attr != NAME
+        )
+        if unknown:
+            raise AccelerateVersionError(
+                f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site "
+                f"compat does not know; accepted: {', '.join(CALL_SITES)} (accelerate "
+                "1.2.1 to 1.16.0); nothing was patched"
+            )
+        _CHECKED.clear()
+        _CHECKED.add(key)
+    first, *rest = sites
+    return [
+        Replacement(
+            first,
+            NAME,
+            set_module_tensor_to_device,
+            installed=lambda: _ORIGINAL.append(original),
+            restored=_forget_original,
+        ),
+        *(Replacement(site, NAME, set_module_tensor_to_device) for site in rest),
+    ]
+
+
+class patch(Replacements):  # lower case: used like a function, `with patch():`
     """Route accelerate's own calls of ``set_module_tensor_to_device`` through
     :func:`set_module_tensor_to_device` (its hooks: ``cpu_offload``, ``disk_offload``,
     ``dispatch_model``; its loaders: ``load_checkpoint_in_model``,
@@ -449,54 +503,4 @@ class patch(Patch):  # lower case: used like a function, `with patch():`
     """
 
     def __init__(self) -> None:
-        self._replaced: list[tuple[ModuleType, Callable[..., Any]]] = []
-
-    def install(self) -> patch:
-        if self._replaced:
-            raise RuntimeError("this patch is already installed; call uninstall() first")
-        accelerate = _module("accelerate")
-        version = str(getattr(accelerate, "__version__", "unknown"))
-        sites = [_module(name) for name in CALL_SITES]
-        current = [getattr(site, NAME, None) for site in sites]
-        missing = [n for n, f in zip(CALL_SITES, current, strict=True) if f is None]
-        if missing:
-            raise AccelerateVersionError(
-                f"accelerate {version} has no {NAME} in {', '.join(missing)}; compat knows the "
-                f"call sites {', '.join(CALL_SITES)} (accelerate 1.2.1 to 1.16.0); nothing was "
-                "patched"
-            )
-        original = getattr(sites[0], NAME)
-        if _is_ours(original):
-            original = _accelerate_original()
-        # the checks read every loaded accelerate module: done again whenever a module was
-        # imported since (or the function is another), else remembered
-        key = (id(original), len(sys.modules))
-        if key not in _CHECKED:
-            _check_signature(original, version)
-            unknown = sorted(
-                f"{name}.{attr}"
-                for name, attr in _bindings(original)
-                if name not in CALL_SITES or attr != NAME
-            )
-            if unknown:
-                raise AccelerateVersionError(
-                    f"accelerate {version} binds {NAME} at {', '.join(unknown)}, a call site "
-                    f"compat does not know; accepted: {', '.join(CALL_SITES)} (accelerate "
-                    "1.2.1 to 1.16.0); nothing was patched"
-                )
-            _CHECKED.clear()
-            _CHECKED.add(key)
-        for site, function in zip(sites, current, strict=True):
-            assert function is not None
-            self._replaced.append((site, function))
-            setattr(site, NAME, set_module_tensor_to_device)
-        _ORIGINAL.append(original)
-        return self
-
-    def uninstall(self) -> None:
-        if not self._replaced:
-            return
-        for site, function in reversed(self._replaced):
-            setattr(site, NAME, function)
-        self._replaced.clear()
-        _ORIGINAL.pop()
+        super().__init__(_plan)

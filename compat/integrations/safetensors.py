@@ -22,16 +22,16 @@ safetensors is imported when this module is imported (never by ``import compat``
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import torch
 
 from compat import _safetensors, saving
 from compat.device import DeviceLike
-from compat.integrations._patching import Patch
+from compat.integrations._patching import Replacement, Replacements
 
 if TYPE_CHECKING:
     import os
@@ -113,7 +113,37 @@ for _name, _function in _DROP_INS.items():
 del _name, _function
 
 
-class patch(Patch):  # lower case: used like a function, `with patch():`
+def _plan() -> list[Replacement]:
+    """The four names' replacements, after the check; each keeps the function it replaced on
+    the stack compat reaches safetensors' own through (``compat._safetensors``) while it is
+    installed."""
+    module = importlib.import_module("safetensors.torch")
+    current = {name: getattr(module, name, None) for name in NAMES}
+    missing = [name for name, function in current.items() if not callable(function)]
+    if missing:
+        version = getattr(importlib.import_module("safetensors"), "__version__", "unknown")
+        raise SafetensorsVersionError(
+            f"safetensors {version} has no {', '.join(missing)} in safetensors.torch; compat "
+            f"replaces {', '.join(NAMES)} (safetensors >= 0.4.4); nothing was patched"
+        )
+    plan = []
+    for name, function in current.items():
+        assert function is not None
+        # a patch already in place (nested), or compat's assigned by hand: what it replaced
+        own = _safetensors.original(name) if _safetensors.is_ours(name, function) else function
+        plan.append(
+            Replacement(
+                module,
+                name,
+                _DROP_INS[name],
+                installed=functools.partial(_safetensors.register, name, own),
+                restored=functools.partial(_safetensors.unregister, name),
+            )
+        )
+    return plan
+
+
+class patch(Replacements):  # lower case: used like a function, `with patch():`
     """Put :func:`save_file`, :func:`load_file`, :func:`save` and :func:`load` in
     ``safetensors.torch`` in place of its own, so that code calling them by their module (and
     safetensors' ``save_model`` / ``load_model``, which call them) saves shared and non-contiguous
@@ -131,36 +161,4 @@ class patch(Patch):  # lower case: used like a function, `with patch():`
     """
 
     def __init__(self) -> None:
-        self._module: ModuleType | None = None
-        self._replaced: list[tuple[str, Callable[..., Any]]] = []
-
-    def install(self) -> patch:
-        if self._replaced:
-            raise RuntimeError("this patch is already installed; call uninstall() first")
-        module = importlib.import_module("safetensors.torch")
-        current = {name: getattr(module, name, None) for name in NAMES}
-        missing = [name for name, function in current.items() if not callable(function)]
-        if missing:
-            version = getattr(importlib.import_module("safetensors"), "__version__", "unknown")
-            raise SafetensorsVersionError(
-                f"safetensors {version} has no {', '.join(missing)} in safetensors.torch; compat "
-                f"replaces {', '.join(NAMES)} (safetensors >= 0.4.4); nothing was patched"
-            )
-        for name, function in current.items():
-            assert function is not None
-            # a patch already in place (nested), or compat's assigned by hand: what it replaced
-            own = _safetensors.original(name) if _safetensors.is_ours(name, function) else function
-            _safetensors.register(name, own)
-            self._replaced.append((name, function))
-            setattr(module, name, _DROP_INS[name])
-        self._module = module
-        return self
-
-    def uninstall(self) -> None:
-        if not self._replaced or self._module is None:
-            return
-        for name, function in reversed(self._replaced):
-            setattr(self._module, name, function)
-            _safetensors.unregister(name)
-        self._replaced.clear()
-        self._module = None
+        super().__init__(_plan)
