@@ -29,7 +29,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.cells import group_run, run, verdict
+from harness.cells import group_run, options, run, verdict
 from harness.cells.cell import CellResult, plan_for, summary_line
 from harness.matrix import interpreters, paths, spec
 from harness.matrix.procs import Held, Ran, Stop, run_logged
@@ -45,11 +45,9 @@ nox.options.sessions = ["lint", "tests"]
 # throwaway project in the harness's own tests (its tests/ and requirements/ beside its toml)
 MATRIX = spec.load(paths.matrix_path())
 REPORTS = paths.reports_path()
-# the axis's Pythons, found where they are (pyenv's versions, $COMPAT_MATRIX_PYTHONS, uv) and
-# linked as pythonX.Y at the front of PATH: nox and uv stop at a pyenv shim that fails
-interpreters.expose(
-    interpreters.find(MATRIX.python, uv=shutil.which("uv")), paths.ROOT / ".nox" / ".pythons"
-)
+# every session that makes a venv or runs cells needs the axis's Pythons on PATH first (the
+# `pythons` session, run by nox before it): nothing is probed or linked when nox only lists
+PYTHONS = ["pythons"]
 HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
 # CI's cell jobs (`nox -s matrix -- --cell …`) get the gate's upstream candidates here, a JSON
 # list (workflow inputs reach scripts only through env:), as do the group and cell sessions; the
@@ -57,6 +55,17 @@ HARNESS_REQS = ("-r", str(paths.ROOT / "requirements" / "harness.txt"))
 CANDIDATES_ENV = "COMPAT_MATRIX_CANDIDATES"
 FAULT_ENVS = "COMPAT_MATRIX_FAULT_ENVS"  # where the harness tests keep their fault cells' venvs
 HARNESS_TESTS_S = 1200  # the harness tests' own limit (.ci/stages' is the stage's): 260-280 s here
+
+
+@nox.session(venv_backend="none", default=False)
+def pythons(session: nox.Session) -> None:
+    """The axis's Pythons, found where they are (pyenv's versions, $COMPAT_MATRIX_PYTHONS, uv)
+    and linked as pythonX.Y first on PATH, for this nox run: nox and uv stop at a pyenv shim
+    that fails. Every session that makes a venv or runs cells requires it."""
+    found = interpreters.find(MATRIX.python, uv=shutil.which("uv"))
+    folder = interpreters.expose(found, paths.ROOT / ".nox" / ".pythons")
+    absent = [python for python, interpreter in found.items() if interpreter is None]
+    session.log(f"Pythons linked in {folder}" + (f"; not found: {absent}" if absent else ""))
 
 
 def _judge(session: nox.Session, results: Sequence[CellResult], stop: Stop) -> None:
@@ -100,6 +109,7 @@ def _group_session(name: str, cells: list[Cell]) -> None:
         tags=["matrix", first.tier, axis, first.backend.name, f"py{first.python}"],
         default=False,
         allow_parallel=True,  # one venv per group: groups never share files
+        requires=PYTHONS,
     )
     def group(session: nox.Session) -> None:
         _run_group(session, cells)
@@ -130,6 +140,7 @@ def _cell_session(cell: Cell) -> None:
         python=cell.python,
         tags=["cell", *tags, f"py{cell.python}"],
         default=False,
+        requires=PYTHONS,
     )
     def one(session: nox.Session) -> None:
         _run_group(session, [cell])
@@ -141,74 +152,6 @@ for _name, _cells in group_run.group_cells(MATRIX.cells(tiers=spec.TIERS)).items
     _group_session(_name, _cells)
     for _cell in _cells:
         _cell_session(_cell)
-
-
-def _matrix_args(prog: str, posargs: Sequence[str], *, gate: bool = False) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"nox -s {prog} --")
-    parser.add_argument("--tier", action="append", choices=spec.TIERS, help="default: core")
-    parser.add_argument("--backend", action="append", choices=sorted(MATRIX.backends))
-    parser.add_argument(
-        "--cell",
-        action="append",
-        default=[],
-        help="narrow to the cell ids matching this pattern (fnmatch: 'torch2.5-ao0.6-*')",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=min(4, os.cpu_count() or 1),
-        help="torch groups run side by side (default: cores, at most 4)",
-    )
-    parser.add_argument(
-        "--full",
-        action="store_true",
-        help="run every test in every cell (no carried verdicts) and check that each verdict"
-        " the run would have carried agrees with the real one (the nightly does)",
-    )
-    parser.add_argument(
-        "--peer-suites",
-        choices=run.PEER_SUITES,
-        default="every",
-        help="the peers' own test suites (matrix.toml peer_suites): in every downstream cell"
-        " (default), or only in the first cell of each downstream group (`first`: CI's budget;"
-        " the other cells' records say where they ran)",
-    )
-    parser.add_argument(
-        "--downstream-extended",
-        choices=run.DOWNSTREAM_EXTENDED,
-        default="every",
-        help="the downstream cells of an extended torch or TorchAO (today's stack): every one"
-        " (default), or only the newest pinned torch x TorchAO of each group (`newest`: CI's"
-        " budget; the nightly runs every one)",
-    )
-    parser.add_argument(
-        "--prune",
-        action="store_true",
-        help="for a disk that cannot hold every group's venv: a group whose venv is new installs"
-        " through a uv cache of its own in its turn, and its venv goes after its cells"
-        " (venvs already there are kept)",
-    )
-    if gate:
-        parser.add_argument(
-            "--from",
-            dest="source",
-            type=Path,
-            help="use the per-cell results already in this folder instead of running the matrix",
-        )
-        parser.add_argument(
-            "--candidate",
-            action="append",
-            default=[],
-            help="an upstream candidate installed into every cell after the pins: a requirement"
-            " (safetensors==0.8.0), a wheel path, or a VCS/URL requirement, verbatim",
-        )
-        parser.add_argument(
-            "--history",
-            nargs="+",
-            default=[],
-            help="earlier runs' report folders: a regression in a test flaky across them is flaky",
-        )
-    return parser.parse_args(list(posargs))
 
 
 def _run_matrix(
@@ -247,22 +190,11 @@ def _run_matrix(
     return stop
 
 
-def _expectation(args: argparse.Namespace) -> list[str]:
-    """The gate's and baseline's --tier / --backend flags, when judging results from disk."""
-    if args.source is None:
-        return []  # a run just made: its manifest says which cells should have run
-    return [
-        *(f"--tier={t}" for t in args.tier or ()),
-        *(f"--backend={b}" for b in args.backend or ()),
-        *(f"--cell={c}" for c in args.cell),
-    ]
-
-
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def matrix(session: nox.Session) -> None:
     """The main job: every cell this runner can run (others skip), then the matrix report.
     Fails if any cell that should have run did not pass, or the run was stopped."""
-    args = _matrix_args("matrix", session.posargs)
+    args = options.parse("matrix", session.posargs, MATRIX)
     session.install(*HARNESS_REQS)
     stop = _run_matrix(session, args, json.loads(os.environ.get(CANDIDATES_ENV) or "[]"))
     cells = verdict.judge(REPORTS, verdict.expected(REPORTS))
@@ -284,10 +216,10 @@ def matrix(session: nox.Session) -> None:
     session.log(f"all {judged} cells{aside} passed or were skipped for an absent backend")
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def baseline(session: nox.Session) -> None:
     """Run the matrix (or take --from results) and record reports/baseline.json."""
-    args = _matrix_args("baseline", session.posargs, gate=True)
+    args = options.parse("baseline", session.posargs, MATRIX, gate=True)
     session.install(*HARNESS_REQS)
     if args.source is None and _run_matrix(session, args).requested:
         session.error("stopped: no baseline recorded from an interrupted run")
@@ -300,16 +232,16 @@ def baseline(session: nox.Session) -> None:
         str(args.source or REPORTS),
         "--out",
         str(REPORTS / "baseline.json"),
-        *_expectation(args),
+        *options.expectation(args),
     )
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def gate(session: nox.Session) -> None:
     """Run the matrix with --candidate installed (or take --from results); compare with the
     baseline; fail on any regression, anything missing, fewer tests, or a skip that is not an
     absent backend."""
-    args = _matrix_args("gate", session.posargs, gate=True)
+    args = options.parse("gate", session.posargs, MATRIX, gate=True)
     session.install(*HARNESS_REQS)
     if args.source is None:
         if _run_matrix(session, args, args.candidate).requested:
@@ -327,12 +259,12 @@ def gate(session: nox.Session) -> None:
         str(REPORTS / "baseline.json"),
         "--out",
         str(REPORTS),
-        *_expectation(args),
+        *options.expectation(args),
         *(["--history", *args.history] if args.history else []),
     )
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def report(session: nox.Session) -> None:
     """Merge reports/cells/* into reports/matrix.{json,md,html}."""
     session.install(*HARNESS_REQS)
@@ -340,7 +272,7 @@ def report(session: nox.Session) -> None:
     session.run("python", "-m", "harness.report.pages", "--reports", str(REPORTS), *session.posargs)
 
 
-@nox.session(python=MATRIX.python[0])
+@nox.session(python=MATRIX.python[0], requires=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The README's test command: the suite on the default cell and, beside it, the harness's own
     tests (their output follows the cell's). The cell's venv is installed first: both read it."""
@@ -407,7 +339,7 @@ def _ended(ran: Ran) -> str:
     return f"exit status {ran.returncode}"
 
 
-@nox.session(name="bisect_nightly", venv_backend="none", default=False)
+@nox.session(name="bisect_nightly", venv_backend="none", default=False, requires=PYTHONS)
 def bisect_nightly(session: nox.Session) -> None:
     """The nightly's bisect step: -- --matrix-json REPORT [--matrix-json REPORT ...]
 
@@ -420,7 +352,7 @@ def bisect_nightly(session: nox.Session) -> None:
         session.error("the nightly bisect refused (the reason is above)")
 
 
-@nox.session(name="tests-installed", venv_backend="none", default=False)
+@nox.session(name="tests-installed", venv_backend="none", default=False, requires=PYTHONS)
 def tests_installed(session: nox.Session) -> None:
     """A cell in an existing interpreter, installing nothing: -- --python PY [--backend cuda]
 
@@ -432,7 +364,7 @@ def tests_installed(session: nox.Session) -> None:
         session.error("the installed cell did not pass (the reason is above)")
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def dist(session: nox.Session) -> None:
     """Build compat's sdist and wheel once into dist/ and check them (files, metadata, twine
     check --strict): harness/dist/build.py, reports/dist.json."""
@@ -443,7 +375,7 @@ def dist(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-@nox.session(venv_backend="none", default=False)
+@nox.session(venv_backend="none", default=False, requires=PYTHONS)
 def wheel(session: nox.Session) -> None:
     """compat's suite against the wheel in dist/, the tree unimportable: the oldest and newest
     pairs and the newest downstream cell, each in a fresh venv (harness/dist/wheel_cells.py;
@@ -455,7 +387,7 @@ def wheel(session: nox.Session) -> None:
         session.error("the wheel's cells did not all pass, or the input was refused (above)")
 
 
-@nox.session(venv_backend="none", default=False)
+@nox.session(venv_backend="none", default=False, requires=PYTHONS)
 def mutation(session: nox.Session) -> None:
     """Mutation testing of compat (mutation.toml): every module in the default cell but the
     TorchAO format's (the newest cell's), the version-branching ones also in the oldest core
@@ -474,7 +406,7 @@ def gpu_wheels(session: nox.Session) -> None:
     session.run(sys.executable, "bench/gpu_wheels.py", *session.posargs, external=True)
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def screenshot(session: nox.Session) -> None:
     """Check the last run's report in headless Chromium at 1400 px (no sideways scrolling) and
     take the README's screenshot from it: reports/screenshots/matrix.{png,json}."""
@@ -501,7 +433,7 @@ def clean_envs(session: nox.Session) -> None:
         session.run(interpreters.uv_bin(), "cache", "prune", external=True)
 
 
-@nox.session(python=MATRIX.python[0])
+@nox.session(python=MATRIX.python[0], requires=PYTHONS)
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the library, the harness, the noxfile and the benchmarks."""
     cell = MATRIX.default()
@@ -520,7 +452,7 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", "--python-version", "3.10", "compat")
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def bisect(session: nox.Session) -> None:
     """Which release changed a cell's tests: -- --package P --from A --to B --test ID [--cell ID]
 
@@ -534,7 +466,7 @@ def bisect(session: nox.Session) -> None:
         session.error("bisect refused (the reason is above)")
 
 
-@nox.session(python=MATRIX.python[0], default=False)
+@nox.session(python=MATRIX.python[0], default=False, requires=PYTHONS)
 def docs(session: nox.Session) -> None:
     """The API reference from the docstrings (docs/api) into build/api: Sphinx with warnings as
     errors and every cross-reference resolved (nitpicky), every page read afresh (-E)."""

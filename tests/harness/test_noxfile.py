@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     assert {"matrix", "core", "torch2.5", "cuda"} <= by_name["tests-torch2.5-cuda"]
     assert {"cell", "ao0.7"} <= by_name["tests-torch2.5-ao0.7-cuda"]
     done = nox("-l", "--json", "-t", "ao0.7")
-    picked = {s["name"] for s in json.loads(done.stdout)}
+    # every session a tag picks requires `pythons`, which nox selects to run first
+    picked = {s["name"] for s in json.loads(done.stdout)} - {"pythons"}
     assert {n for n in picked if "-py3." not in n} == {
         f"tests-torch{t}-ao0.7-{b}"
         for t in ("2.3", "2.4", "2.5", "2.6")
@@ -53,6 +55,8 @@ def test_tags_pick_by_axis(listed: list[dict[str, object]]) -> None:
     }
     done = nox("-l", "--json", "-t", "py3.13")
     on_313 = {s["name"] for s in json.loads(done.stdout)}
+    assert "pythons" in on_313
+    on_313.discard("pythons")
     assert "tests-torch2.6-py3.13-cpu" in on_313 and "tests-torch2.6-cpu" not in on_313
     assert all("py3.13" in name for name in on_313)
 
@@ -112,3 +116,50 @@ def test_every_report_the_noxfile_writes_by_name_is_ignored_by_git() -> None:
         check=False,
     ).stdout.split()
     assert sorted(ignored) == sorted(produced)
+
+
+# What importing noxfile.py may touch: nox lists the sessions from matrix.toml (and the wheels
+# table the spec reads with it), so those are read; nothing else is opened, listed, written,
+# linked or run until a session runs.
+READ_AT_IMPORT = {"matrix.toml", "wheels.toml"}
+AUDIT = """
+import json, os, runpy, sys
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+CHANGES = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.system", "os.symlink",
+           "os.link", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.chmod",
+           "os.truncate", "shutil.rmtree", "shutil.copyfile", "shutil.move")
+found = []
+def outside(path):
+    path = os.path.realpath(os.fsdecode(path)) if isinstance(path, (str, bytes)) else ""
+    roots = [os.path.realpath(p) for p in sys.path if p] + [os.path.realpath(sys.prefix),
+             os.path.realpath(sys.base_prefix)]
+    return path and not any(path == r or path.startswith(r + os.sep) for r in roots)
+def hook(event, args):
+    if event in CHANGES:
+        found.append([event, repr(args)[:200]])
+    elif event == "open" and isinstance(args[0], (str, bytes)):
+        mode, flags = args[1], args[2]
+        if (isinstance(mode, str) and set(mode) & set("wax+")) or (flags or 0) & WRITES:
+            found.append(["open for writing", os.fsdecode(args[0])])
+        elif outside(args[0]) or os.path.basename(os.fsdecode(args[0])).endswith(".toml"):
+            found.append(["open", os.fsdecode(args[0])])
+    elif event in ("os.listdir", "os.scandir") and outside(args[0]):
+        found.append([event, os.fsdecode(args[0])])
+sys.path.insert(0, os.getcwd())
+sys.addaudithook(hook)
+runpy.run_path("noxfile.py", run_name="noxfile")
+print(json.dumps(found))
+"""
+
+
+def test_importing_the_noxfile_reads_the_matrix_and_does_nothing_else() -> None:
+    """`nox -l` imports the noxfile: it may read matrix.toml to declare the sessions, and must
+    not probe interpreters, run a command, make a link or folder, or write a file."""
+    done = subprocess.run(
+        [sys.executable, "-c", AUDIT], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = json.loads(done.stdout.strip().splitlines()[-1])
+    reads = {Path(what).name for event, what in events if event == "open"}
+    assert reads <= READ_AT_IMPORT, events
+    assert [e for e in events if e[0] != "open"] == [], events
