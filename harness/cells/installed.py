@@ -367,7 +367,7 @@ def join_manifest(reports: Path, cells: Sequence[Cell], echo: Echo | None) -> No
         try:
             data = json.loads(path.read_text())
             if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-                raise ValueError("no list of cells")
+                raise Refused("no list of cells")
         except (OSError, ValueError) as exc:
             if echo is not None:
                 echo.write(f"[installed] {path} is unreadable ({exc}): writing a new one\n")

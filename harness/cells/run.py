@@ -35,6 +35,7 @@ from typing import Any
 from harness.cells import group_run
 from harness.cells.cell import CellResult, harness_error, install_commands, record
 from harness.matrix import backends, interpreters, paths
+from harness.matrix.errors import Refused
 from harness.matrix.procs import Echo, Stop, run_logged
 from harness.matrix.spec import LATEST, Cell, Matrix, label_key
 
@@ -87,9 +88,7 @@ def _beyond_core(cell: Cell) -> bool:
 def _downstream_extended(cells: list[Cell], mode: str) -> list[Cell]:
     """``cells`` with ``--downstream-extended`` applied (see DOWNSTREAM_EXTENDED)."""
     if mode not in DOWNSTREAM_EXTENDED:
-        raise ValueError(
-            f"--downstream-extended must be one of {DOWNSTREAM_EXTENDED}, not {mode!r}"
-        )
+        raise Refused(f"--downstream-extended must be one of {DOWNSTREAM_EXTENDED}, not {mode!r}")
     if mode == "every":
         return cells
     keep = {
@@ -157,7 +156,7 @@ def peer_deselection(
     it out: with ``mode`` ``first``, every downstream cell but the first of ``cells`` (in their
     order) of each group and backend; nothing with ``every`` (or no peer_suites module)."""
     if mode not in PEER_SUITES:
-        raise ValueError(f"--peer-suites must be one of {PEER_SUITES}, not {mode!r}")
+        raise Refused(f"--peer-suites must be one of {PEER_SUITES}, not {mode!r}")
     if mode == "every" or not matrix.peer_suites:
         return {}
     first: dict[tuple[str, str], str] = {}

@@ -20,6 +20,7 @@ from harness.cells.cell import CellResult
 from harness.cells.run import cell_entry, select
 from harness.cells.status import BAD_STATUSES, STATUSES
 from harness.matrix import paths, spec
+from harness.matrix.errors import Refused
 
 
 @dataclass
@@ -44,7 +45,7 @@ def expected(
     matrix = spec.load(matrix_path or paths.matrix_path())
     unknown = sorted(set(backends) - set(matrix.backends))
     if unknown:
-        raise ValueError(f"unknown backend {unknown[0]!r}; accepted: {sorted(matrix.backends)}")
+        raise Refused(f"unknown backend {unknown[0]!r}; accepted: {sorted(matrix.backends)}")
     chosen = list(tiers) or ["core"]
     selection = select(matrix, chosen, list(backends), probe_host=False, patterns=patterns)
     where = f"matrix.toml, tier {'+'.join(chosen)}, backend {'+'.join(backends) or 'all'}"

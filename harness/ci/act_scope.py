@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from harness.matrix.errors import Refused
+
 SCHEMA: Final = 1
 RECORD: Final = Path("reports") / "act.json"
 ALWAYS: Final = "COMPAT_MATRIX_ACT"  # =always: run the scenarios whatever the record says
@@ -110,7 +112,7 @@ def verdict(root: Path, path: Path, env: Mapping[str, str]) -> tuple[bool, str]:
         doc = json.loads(path.read_text())
         files = doc["files"]
         if doc.get("schema") != SCHEMA or not isinstance(files, dict):
-            raise ValueError(f"schema {doc.get('schema')!r}, expected {SCHEMA}")
+            raise Refused(f"schema {doc.get('schema')!r}, expected {SCHEMA}")
     except FileNotFoundError:
         return False, f"act scenarios: run: no record of a green run ({path} is absent)"
     except (ValueError, KeyError, TypeError) as exc:

@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.ci.github_api import GitHub
 from harness.ci.previous_runs import UNUSABLE, completed_runs
+from harness.matrix.errors import Refused
 
 PREFIX = "hypothesis-"  # matrix.yml's `keep the example database` artifacts
 SEED = "hypothesis-seed"  # what this makes: a night's seed is not read back (stale entries)
@@ -53,18 +54,18 @@ def members(archive: bytes) -> dict[str, bytes]:
                 continue
             parts = info.filename.split("/")
             if not all(_PART.match(p) and p not in (".", "..") for p in parts):
-                raise ValueError(f"member {info.filename[:100]!r} is not a plain relative path")
+                raise Refused(f"member {info.filename[:100]!r} is not a plain relative path")
             if (info.external_attr >> 16) & 0o170000 not in (0, 0o100000):
-                raise ValueError(f"member {info.filename!r} is not a regular file")
+                raise Refused(f"member {info.filename!r} is not a regular file")
             if info.file_size > MAX_FILE:
-                raise ValueError(f"member {info.filename!r} is {info.file_size} bytes")
+                raise Refused(f"member {info.filename!r} is {info.file_size} bytes")
             total += info.file_size
             if total > MAX_TOTAL:
-                raise ValueError(f"its members exceed {MAX_TOTAL} bytes")
+                raise Refused(f"its members exceed {MAX_TOTAL} bytes")
             with zf.open(info) as fh:
                 data = fh.read(MAX_FILE + 1)
             if len(data) > MAX_FILE:
-                raise ValueError(f"member {info.filename!r} exceeds {MAX_FILE} bytes")
+                raise Refused(f"member {info.filename!r} exceeds {MAX_FILE} bytes")
             out[info.filename] = data
     return out
 

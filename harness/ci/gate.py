@@ -27,6 +27,7 @@ from harness.cells import verdict
 from harness.cells.status import FAILING, RAN_STATUSES
 from harness.matrix import limits, paths
 from harness.matrix.backends import is_absence
+from harness.matrix.errors import Refused
 from harness.report import history
 
 SCHEMA = 2
@@ -97,7 +98,7 @@ def keep_others(current: dict[str, Any], earlier: dict[str, Any]) -> dict[str, A
     """``current`` plus the cells of ``earlier`` (a baseline) it does not have, and says so: a
     baseline re-recorded for one tier keeps the others' last verdicts, each cell from one run."""
     if earlier.get("schema") not in READABLE_SCHEMAS:
-        raise ValueError(f"--keep: schema {earlier.get('schema')!r} is not readable")
+        raise Refused(f"--keep: schema {earlier.get('schema')!r} is not readable")
     kept = {cid: cell for cid, cell in earlier["cells"].items() if cid not in current["cells"]}
     if not kept:
         return current
@@ -148,7 +149,7 @@ def _classify(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, An
     """:func:`compare` on a baseline without the deselected tests."""
     schema = baseline.get("schema")
     if schema not in READABLE_SCHEMAS:
-        raise ValueError(f"baseline schema {schema!r} is not one of {list(READABLE_SCHEMAS)}")
+        raise Refused(f"baseline schema {schema!r} is not one of {list(READABLE_SCHEMAS)}")
     rows: list[dict[str, Any]] = []
 
     def row(kind: str, cell: str, test: str, before: str, after: str, **more: Any) -> None:

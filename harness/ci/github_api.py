@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from harness.matrix.errors import Refused
+
 NEEDED = ("GITHUB_API_URL", "GITHUB_REPOSITORY", "GITHUB_TOKEN")
 
 
@@ -49,7 +51,7 @@ class GitHub:
         env = os.environ if environ is None else environ
         absent = [name for name in NEEDED if not env.get(name)]
         if absent:
-            raise ValueError(f"{', '.join(absent)} not set (GitHub Actions sets them)")
+            raise Refused(f"{', '.join(absent)} not set (GitHub Actions sets them)")
         return cls(env["GITHUB_API_URL"], env["GITHUB_REPOSITORY"], env["GITHUB_TOKEN"])
 
     def _request(self, method: str, url: str, data: bytes | None = None) -> urllib.request.Request:
@@ -92,5 +94,5 @@ class GitHub:
 def _read(response: Any, limit: int) -> bytes:
     data: bytes = response.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"the download exceeds {limit} bytes")
+        raise Refused(f"the download exceeds {limit} bytes")
     return data

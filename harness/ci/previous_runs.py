@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ci.github_api import GitHub
+from harness.matrix.errors import Refused
 from harness.report.history import from_report
 
 MEMBER = "matrix.json"
@@ -65,7 +66,7 @@ def completed_runs(
     found = github.call("GET", f"/actions/workflows/{urllib.parse.quote(workflow)}/runs?{query}")
     runs = found.get("workflow_runs") if isinstance(found, dict) else None
     if not isinstance(runs, list):
-        raise ValueError(f"the API's answer holds no 'workflow_runs' list: {str(found)[:200]!r}")
+        raise Refused(f"the API's answer holds no 'workflow_runs' list: {str(found)[:200]!r}")
     runs = [r for r in runs if isinstance(r, dict) and str(r.get("id")) != str(skip)]
     return runs[:n]
 
@@ -78,19 +79,19 @@ def matrix_json(archive: bytes) -> bytes:
         try:
             info = zf.getinfo(MEMBER)
         except KeyError:
-            raise ValueError(f"the artifact holds no {MEMBER}") from None
+            raise Refused(f"the artifact holds no {MEMBER}") from None
         if info.file_size > MAX_MEMBER:
-            raise ValueError(f"its {MEMBER} is {info.file_size} bytes (limit {MAX_MEMBER})")
+            raise Refused(f"its {MEMBER} is {info.file_size} bytes (limit {MAX_MEMBER})")
         with zf.open(info) as fh:
             data = fh.read(MAX_MEMBER + 1)
     if len(data) > MAX_MEMBER:
-        raise ValueError(f"its {MEMBER} exceeds {MAX_MEMBER} bytes")
+        raise Refused(f"its {MEMBER} exceeds {MAX_MEMBER} bytes")
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise ValueError(f"its {MEMBER} is not JSON ({exc})") from None
+        raise Refused(f"its {MEMBER} is not JSON ({exc})") from None
     if not isinstance(doc, dict):
-        raise ValueError(f"its {MEMBER} is a JSON {type(doc).__name__}, not a report object")
+        raise Refused(f"its {MEMBER} is a JSON {type(doc).__name__}, not a report object")
     from_report(doc, MEMBER)  # HistoryError (a ValueError) names what a report lacks
     return data
 
@@ -99,7 +100,7 @@ def run_label(run: dict[str, Any]) -> str:
     """``run-<number>`` of a listed run; ValueError if the API gave it no usable number or id."""
     number, ident = run.get("run_number"), run.get("id")
     if not isinstance(number, int) or not isinstance(ident, int):
-        raise ValueError(f"a listed run without an integer id and run_number: {str(run)[:200]!r}")
+        raise Refused(f"a listed run without an integer id and run_number: {str(run)[:200]!r}")
     return f"run-{number}"
 
 

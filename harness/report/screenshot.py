@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.matrix import paths
+from harness.matrix.errors import Refused
 from harness.report import pages as report
 
 WIDTH, HEIGHT = 1400, 1000
@@ -121,7 +122,7 @@ def with_text(png: bytes, text: dict[str, str]) -> bytes:
 def png_info(png: bytes) -> tuple[int, int, dict[str, str]]:
     """Width, height and the tEXt chunks of a PNG."""
     if png[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG")
+        raise Refused("not a PNG")
     width, height = struct.unpack(">II", png[16:24])
     text, at = {}, 8
     while at < len(png):

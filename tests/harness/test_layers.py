@@ -331,3 +331,20 @@ def test_the_private_name_check_sees_an_import_and_an_attribute(tmp_path: Path) 
         "m.py:3 p._resolve",
         "m.py:5 _features._cache",
     ]
+
+
+def test_the_harness_refuses_through_its_one_class() -> None:
+    """A refusal of the harness is a Refused (harness/matrix/errors.py, a ValueError naming the
+    bad value and what is accepted), or a subclass naming where the input came from: never a
+    bare ValueError, which callers could not tell from a bug."""
+    bare = []
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and isinstance(node.exc.func, ast.Name)
+                and node.exc.func.id == "ValueError"
+            ):
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bare == [], f"raise Refused (harness.matrix.errors) instead: {bare}"
