@@ -30,8 +30,9 @@ import nox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.cells import group_run, options, run, verdict
-from harness.cells.cell import CellResult, plan_for, summary_line
-from harness.matrix import interpreters, paths, spec
+from harness.cells.cell import plan_for, summary_line
+from harness.cells.record import CellResult
+from harness.matrix import interpreters, paths, selection, spec
 from harness.matrix.procs import Held, Ran, Stop, run_logged
 from harness.matrix.spec import Cell
 from harness.report import new_releases
@@ -123,7 +124,7 @@ def _newest(cells: Sequence[Cell]) -> Cell | None:
     pinned TorchAO paired with it: today's stack, which CI runs beside the core tier (`-t newest`).
     From matrix.toml, so a new [[torch]] or [[torchao]] entry moves it."""
     own = [c for c in cells if c.group is None and not c.named_python and c.backend.name == "cpu"]
-    return run.newest(own)
+    return selection.newest(own)
 
 
 NEWEST = _newest(MATRIX.cells(tiers=spec.TIERS))
@@ -160,20 +161,20 @@ def _run_matrix(
     """Run the selection in this process (groups side by side, each in its venv), then render
     the report from the cells that should have run. SIGINT / SIGTERM stop the running cells,
     which are recorded as interrupted; the report is rendered all the same."""
-    selection = run.select(
+    chosen = selection.select(
         MATRIX,
         args.tier or ["core"],
         args.backend or [],
         patterns=args.cell,
         downstream_extended=args.downstream_extended,
     )
-    if not selection.cells:
+    if not chosen.cells:
         session.error(f"no cell of tiers {args.tier or ['core']} matches --cell {args.cell}")
     stop = Stop()
     with stop.on_signals():
         run.run_matrix(
             MATRIX,
-            selection,
+            chosen,
             envdir=session.env_dir.parent,  # nox's --envdir: the group venvs live beside it
             reports=REPORTS,
             uv=interpreters.uv_bin(),

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cells import carry
-from harness.cells.cell import CellResult, harness_error, plan_for, record, run_cell, summary_line
+from harness.cells.cell import harness_error, plan_for, record, run_cell, summary_line
+from harness.cells.record import CellResult
 from harness.matrix import backends
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.procs import Echo, Stop

@@ -36,21 +36,21 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.cells import run
 from harness.cells.cell import (
     PROBE,
     CellPlan,
-    CellResult,
     cell_pytest_args,
     harness_error,
     record,
     run_cell,
     summary_line,
 )
+from harness.cells.record import CellResult
 from harness.matrix import paths, spec
 from harness.matrix.backends import is_absence
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Echo, Stop
+from harness.matrix.selection import Selection, cell_entry, manifest, write_manifest
 from harness.matrix.spec import ABSENT, AxisVersion, Backend, Cell, ExpectedFailure, Matrix
 
 TIER = "installed"  # the tier field of an installed cell's record (not a matrix.toml tier)
@@ -374,13 +374,13 @@ def join_manifest(reports: Path, cells: Sequence[Cell], echo: Echo | None) -> No
             data = None
     if data is None:
         backends = tuple(dict.fromkeys(c.backend.name for c in cells))
-        data = run.manifest(run.Selection((), backends, tuple(cells)), "finished")
+        data = manifest(Selection((), backends, tuple(cells)), "finished")
     else:
         ids = {c.id for c in cells}
         kept = [e for e in data["cells"] if not (isinstance(e, dict) and e.get("id") in ids)]
-        data["cells"] = kept + [run.cell_entry(c) for c in cells]
+        data["cells"] = kept + [cell_entry(c) for c in cells]
         data["written"] = datetime.now(UTC).isoformat(timespec="seconds")
-    run.write_manifest(reports, data)
+    write_manifest(reports, data)
 
 
 def absent_backend_skips(result: CellResult) -> list[str]:

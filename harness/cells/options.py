@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cells import run
-from harness.matrix import spec
+from harness.matrix import selection, spec
 from harness.matrix.spec import Matrix
 
 
@@ -53,7 +53,7 @@ def parse(
     )
     parser.add_argument(
         "--downstream-extended",
-        choices=run.DOWNSTREAM_EXTENDED,
+        choices=selection.DOWNSTREAM_EXTENDED,
         default="every",
         help="the downstream cells of an extended torch or TorchAO (today's stack): every one"
         " (default), or only the newest pinned torch x TorchAO of each group (`newest`: CI's"

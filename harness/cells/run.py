@@ -18,135 +18,30 @@ Standard library only.
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from harness.cells import group_run
-from harness.cells.cell import CellResult, harness_error, install_commands, record
-from harness.matrix import backends, interpreters, paths
+from harness.cells.cell import harness_error, install_commands, record
+from harness.cells.record import CellResult
+from harness.matrix import paths
 from harness.matrix.errors import Refused
 from harness.matrix.procs import Echo, Stop, run_logged
-from harness.matrix.spec import LATEST, Cell, Matrix, label_key
+from harness.matrix.selection import Selection, manifest, write_manifest
+from harness.matrix.spec import Cell, Matrix
 
-MANIFEST_SCHEMA = 1
 # --peer-suites: the peers' own suites (matrix.toml peer_suites) in every downstream cell, or
 # only in the first cell of each downstream group and backend (CI's budget)
 PEER_SUITES = ("every", "first")
-# --downstream-extended: the downstream cells of an extended torch or TorchAO (today's stack) all,
-# or only the newest pinned torch x TorchAO of each downstream group and backend (CI's budget)
-DOWNSTREAM_EXTENDED = ("every", "newest")
 PREFETCH_DIR = "prefetch"  # in the reports folder: each group's install made ahead, its log
 OWN_CACHE = ".uv-cache"  # under a pruned group's venv: the uv cache its installs go through
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The cells a run should run: matrix.toml filtered by tier and backend."""
-
-    tiers: tuple[str, ...]
-    backends: tuple[str, ...]  # the --backend filter; empty: every backend
-    cells: tuple[Cell, ...]
-    absent: dict[str, str] = field(default_factory=dict)  # backend -> why the runner lacks it
-    interpreters: dict[str, str] = field(default_factory=dict)  # Python -> its interpreter
-    missing: dict[str, str] = field(default_factory=dict)  # Python -> why it was not found
-    not_published: tuple[dict[str, str], ...] = ()  # combinations without a wheel (shown)
-
-    def skip_reason(self, cell: Cell) -> str | None:
-        """Why ``cell`` is recorded as skipped without running: its backend or Python is absent."""
-        return self.absent.get(cell.backend.name) or self.missing.get(cell.python)
-
-    def groups(self) -> dict[str, list[Cell]]:
-        return group_run.group_cells([c for c in self.cells if self.skip_reason(c) is None])
-
-
-def newest(cells: Iterable[Cell]) -> Cell | None:
-    """The cell of the newest pinned torch, with the newest pinned TorchAO of that torch, among
-    ``cells`` (a ``latest`` pin is no release yet: left out); None if none is pinned. One pin per
-    axis label, so the labels' order is the releases'."""
-    pinned = [c for c in cells if LATEST not in (c.torch.pin, c.torchao.pin)]
-    return max(
-        pinned, key=lambda c: (label_key(c.torch.label), label_key(c.torchao.label)), default=None
-    )
-
-
-def _beyond_core(cell: Cell) -> bool:
-    """A downstream cell of an extended torch or TorchAO."""
-    return cell.group is not None and "extended" in (cell.torch.tier, cell.torchao.tier)
-
-
-def _downstream_extended(cells: list[Cell], mode: str) -> list[Cell]:
-    """``cells`` with ``--downstream-extended`` applied (see DOWNSTREAM_EXTENDED)."""
-    if mode not in DOWNSTREAM_EXTENDED:
-        raise Refused(f"--downstream-extended must be one of {DOWNSTREAM_EXTENDED}, not {mode!r}")
-    if mode == "every":
-        return cells
-    keep = {
-        newest(c for c in cells if _beyond_core(c) and (c.group, c.backend.name) == where)
-        for where in {(c.group, c.backend.name) for c in cells if _beyond_core(c)}
-    }
-    return [c for c in cells if not _beyond_core(c) or c in keep]
-
-
-def select(
-    matrix: Matrix,
-    tiers: Sequence[str],
-    only: Sequence[str] = (),
-    *,
-    probe_host: bool = True,
-    patterns: Sequence[str] = (),
-    downstream_extended: str = "every",
-) -> Selection:
-    """The cells of ``tiers`` on the backends ``only`` (empty: all), narrowed to the cell ids
-    matching any of ``patterns`` (fnmatch; empty: all), and by ``downstream_extended``."""
-    cells = [
-        c
-        for c in matrix.cells(tiers=tiers)
-        if (not only or c.backend.name in only)
-        and (not patterns or any(fnmatch.fnmatchcase(c.id, p) for p in patterns))
-    ]
-    cells = _downstream_extended(cells, downstream_extended)
-    absent: dict[str, str] = {}
-    found: dict[str, str] = {}
-    missing: dict[str, str] = {}
-    if probe_host:
-        for backend in {c.backend.name: c.backend for c in cells}.values():
-            reason = backends.host_lacks(backend)
-            if reason:
-                absent[backend.name] = reason
-        wanted = list(dict.fromkeys(c.python for c in cells))
-        for python, path in interpreters.find(wanted, uv=_uv_or_none()).items():
-            if path is None:
-                missing[python] = interpreters.missing_reason(python)
-            else:
-                found[python] = str(path)
-    shown = tuple(matrix.not_published(tiers))  # alike on every backend
-    return Selection(
-        tiers=tuple(tiers),
-        backends=tuple(only),
-        cells=tuple(cells),
-        absent=absent,
-        interpreters=found,
-        missing=missing,
-        not_published=shown,
-    )
-
-
-def _uv_or_none() -> str | None:
-    try:
-        return interpreters.uv_bin()
-    except RuntimeError:
-        return None
 
 
 def peer_deselection(
@@ -169,45 +64,6 @@ def peer_deselection(
             why = f"--peer-suites first: group {cell.group}'s peer suites run in {ran}"
             out[cell.id] = {matrix.peer_suites: why}
     return out
-
-
-def cell_entry(cell: Cell) -> dict[str, Any]:
-    """What a manifest (and a "no record" row) says about a cell."""
-    return {
-        "id": cell.id,
-        "tier": cell.tier,
-        "python": cell.python,
-        "torch": cell.torch.label,
-        "torchao": cell.torchao.label,
-        "backend": cell.backend.name,
-        "group": cell.group,
-        "pins": cell.requirements(),
-    }
-
-
-def manifest(
-    selection: Selection, state: str, *, candidates: Sequence[str] = (), signal: str | None = None
-) -> dict[str, Any]:
-    return {
-        "schema": MANIFEST_SCHEMA,
-        "state": state,  # running, finished, interrupted
-        "signal": signal,
-        "written": datetime.now(UTC).isoformat(timespec="seconds"),
-        "tiers": list(selection.tiers),
-        "backends": list(selection.backends),
-        "absent": dict(selection.absent),
-        "missing_pythons": dict(selection.missing),
-        "not_published": list(selection.not_published),
-        "candidates": list(candidates),
-        "cells": [cell_entry(c) for c in selection.cells],
-    }
-
-
-def write_manifest(reports: Path, data: dict[str, Any]) -> Path:
-    reports.mkdir(parents=True, exist_ok=True)
-    path = reports / paths.RUN_FILE
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    return path
 
 
 def ensure_venv(uv: str, python: str, path: Path, version: str | None = None) -> Path:
@@ -396,7 +252,7 @@ def run_matrix(
         for cell in selection.cells
         if (reason := selection.skip_reason(cell)) is not None
     ]
-    groups = selection.groups()
+    groups = group_run.group_cells([c for c in selection.cells if selection.skip_reason(c) is None])
     runnable = [c for c in selection.cells if selection.skip_reason(c) is None]
     this = _MatrixRun(
         matrix=matrix,

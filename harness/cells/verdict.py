@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cells.cell import CellResult
-from harness.cells.run import cell_entry, select
+from harness.cells.record import CellResult
 from harness.cells.status import BAD_STATUSES, STATUSES
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
+from harness.matrix.selection import cell_entry, select
 
 
 @dataclass

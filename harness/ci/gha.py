@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cells import run
 from harness.ci import fanout, trigger
 from harness.matrix import limits, paths, spec
 from harness.matrix.errors import Refused
+from harness.matrix.selection import Selection, manifest, write_manifest
 
 ALWAYS = "cpu"  # every repository has GitHub's hosted Linux runners
 # events only a maintainer starts, by hand or by the schedule: the only ones GPU runners take.
@@ -290,8 +290,7 @@ def planned_manifest(
         raise GhaError(f"the plan names an unknown cell {unknown[0]!r} (not in {matrix.path})")
     chosen = tuple(known[i] for i in ids)
     backends = tuple(dict.fromkeys(c.backend.name for c in chosen))
-    selection = run.Selection(tuple(tiers) or ("core",), backends, chosen)
-    return run.manifest(selection, "finished")
+    return manifest(Selection(tuple(tiers) or ("core",), backends, chosen), "finished")
 
 
 def verdict(gate: dict[str, Any] | None) -> dict[str, str]:
@@ -478,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ids = read_plan(args.plan)["cells"]
         doc = planned_manifest(matrix, ids, words(args.tiers))
-        written = run.write_manifest(args.reports, doc)
+        written = write_manifest(args.reports, doc)
         print(f"{len(ids)} planned cells → {written}", file=sys.stderr)
         return 0
     except (GhaError, trigger.TriggerError) as exc:

@@ -35,10 +35,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness.cells import group_run, run
-from harness.cells.cell import CellResult, harness_error, plan_for, run_cell, summary_line
+from harness.cells import group_run
+from harness.cells.cell import harness_error, plan_for, run_cell, summary_line
+from harness.cells.record import CellResult
 from harness.cells.probe import INSTALLED_ONLY_ENV
-from harness.matrix import paths, spec
+from harness.matrix import paths, selection, spec
 from harness.matrix.errors import Refused
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.project import written_version
@@ -66,7 +67,7 @@ def chosen(matrix: Matrix, backends: Sequence[str] = ("cpu",)) -> list[Cell]:
         oldest = min(
             own, key=lambda c: (label_key(c.torch.label), label_key(c.torchao.label)), default=None
         )
-        picked = [oldest, run.newest(own), run.newest(c for c in cells if c.group is not None)]
+        picked = [oldest, selection.newest(own), selection.newest(c for c in cells if c.group is not None)]
         out += [c for c in picked if c is not None and c not in out]
     if not out:
         raise Refused(f"matrix.toml has no pinned cell on backend(s) {list(backends)}")

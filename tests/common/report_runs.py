@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cells import verdict
-from harness.cells.cell import CellResult
+from harness.cells.record import CellResult
 from harness.matrix import paths
 from harness.report import pages as report
 

@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cells import install_errors, verdict
-from harness.cells import run as run_mod
-from harness.cells.cell import CellPlan, CellResult, candidate_command, run_cell
+from harness.cells.cell import CellPlan, candidate_command, run_cell
 from harness.cells.group_run import uv_bin
+from harness.cells.record import CellResult
 from harness.ci import gate
-from harness.matrix import paths, spec
+from harness.matrix import paths, selection, spec
 from harness.matrix.spec import AxisVersion, Backend, Cell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,9 +167,9 @@ def test_exit_codes_outputs_and_the_manifest(tmp_path: Path) -> None:
     write_cell(base, C68, "passed", {"t::a": "passed"})
     write_cell(cur, C68, "failed", {"t::a": "failed"})
     matrix = spec.load()
-    selection = run_mod.Selection(("core",), ("cpu",), (matrix.default(),))
+    chosen = selection.Selection(("core",), ("cpu",), (matrix.default(),))
     for folder in (base, cur):
-        run_mod.write_manifest(folder, run_mod.manifest(selection, "finished"))
+        selection.write_manifest(folder, selection.manifest(chosen, "finished"))
     baseline = tmp_path / "baseline.json"
     assert gate.main(["baseline", "--from", str(base), "--out", str(baseline)]) == 0
     assert json.loads(baseline.read_text())["cells"].keys() == {C68}
@@ -348,9 +348,9 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
         )
         return run_cell(plan, echo=None)
 
-    selection = run_mod.Selection(("core",), (), (cell,))
+    chosen = selection.Selection(("core",), (), (cell,))
     for folder in ("before", "after", "again"):
-        run_mod.write_manifest(tmp_path / folder, run_mod.manifest(selection, "finished"))
+        selection.write_manifest(tmp_path / folder, selection.manifest(chosen, "finished"))
     before = run(tmp_path / "before", [])
     assert before.status == "passed"
     baseline = tmp_path / "baseline.json"
@@ -459,9 +459,9 @@ def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
     )
     assert (result.status, result.reason) == ("install-error", reason)
 
-    selection = run_mod.Selection(("core",), (), (cell,))
+    chosen = selection.Selection(("core",), (), (cell,))
     for folder in (base, cur):
-        run_mod.write_manifest(folder, run_mod.manifest(selection, "finished"))
+        selection.write_manifest(folder, selection.manifest(chosen, "finished"))
     baseline = tmp_path / "baseline.json"
     assert gate.main(["baseline", "--from", str(base), "--out", str(baseline)]) == 0
     assert gate.main(["check", "--from", str(cur), "--baseline", str(baseline)]) == 1

@@ -19,7 +19,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from harness.cells import installed
-from harness.cells.cell import CellResult
+from harness.cells.record import CellResult
 from harness.matrix import backends, paths, spec
 from harness.report import pages as report
 from tests.common.faultproject import index_args

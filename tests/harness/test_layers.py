@@ -348,3 +348,25 @@ def test_the_harness_refuses_through_its_one_class() -> None:
             ):
                 bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert bare == [], f"raise Refused (harness.matrix.errors) instead: {bare}"
+
+
+# what runs cells: installing, running pytest, carrying verdicts across a group's cells
+RUNNING = frozenset(
+    {"cells.run", "cells.cell", "cells.group_run", "cells.installed", "cells.carry", "cells.probe"}
+)
+READERS = ("cells.verdict", "ci.gate", "report.pages", "report.support")
+
+
+def test_reading_records_imports_nothing_that_runs_cells() -> None:
+    """The verdict, the gate, the report and the support table read records (cells/record.py)
+    against the selection (matrix/selection.py): nothing they import, directly or through
+    another module, runs a cell."""
+    graph = harness_imports(ROOT)
+    for reader in READERS:
+        seen, todo = set(), [reader]
+        while todo:
+            module = todo.pop()
+            for dep in graph.get(module, set()) - seen:
+                seen.add(dep)
+                todo.append(dep)
+        assert seen & RUNNING == set(), f"{reader} imports {sorted(seen & RUNNING)}"

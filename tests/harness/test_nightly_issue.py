@@ -634,7 +634,9 @@ def test_the_mutation_job_gets_the_cpu_index_with_the_cell_jobs_default() -> Non
     value = run["env"][name]
     assert re.fullmatch(rf"\$\{{\{{ vars\.{name} \|\| .*'https://[^'\s]+'.* \}}\}}", value), value
     (cell,) = [
-        s for s in jobs(workflow("matrix.yml"))["cell"]["steps"] if s.get("name", "").startswith("nox -s matrix -- --cell")
+        s
+        for s in jobs(workflow("matrix.yml"))["cell"]["steps"]
+        if s.get("name", "").startswith("nox -s matrix -- --cell")
     ]
     assert cell["env"][name] == value  # the cell jobs' default, the same
 

@@ -13,9 +13,10 @@ import pytest
 
 from harness.cells import cell as cellmod
 from harness.cells import run, verdict
-from harness.cells.cell import CellResult, run_cell
+from harness.cells.cell import run_cell
+from harness.cells.record import CellResult
 from harness.ci import gate
-from harness.matrix import paths, spec
+from harness.matrix import paths, selection, spec
 from tests.common.throwaway_cells import plan, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,8 +151,8 @@ def test_newest_keeps_one_downstream_cell_of_extended_releases_per_group_and_bac
     from packaging.version import Version
 
     m = spec.load()
-    every = run.select(m, ["core", "downstream"], probe_host=False).cells
-    kept = run.select(
+    every = selection.select(m, ["core", "downstream"], probe_host=False).cells
+    kept = selection.select(
         m, ["core", "downstream"], probe_host=False, downstream_extended="newest"
     ).cells
     beyond = [c for c in every if c.group and "extended" in (c.torch.tier, c.torchao.tier)]
@@ -166,7 +167,7 @@ def test_newest_keeps_one_downstream_cell_of_extended_releases_per_group_and_bac
     assert [c for c in every if c not in beyond] == [c for c in kept if c not in beyond]
     assert len(every) - len(kept) == len(beyond) - len(expected) > 0
     with pytest.raises(ValueError, match="--downstream-extended must be one of"):
-        run.select(m, ["downstream"], probe_host=False, downstream_extended="some")
+        selection.select(m, ["downstream"], probe_host=False, downstream_extended="some")
 
 
 def test_the_option_reaches_the_runner_and_ci_uses_first() -> None:

@@ -45,7 +45,9 @@ def test_only_the_github_release_writes_to_the_repository() -> None:
     writes = {name for name, job in JOBS.items() if "write" in job["permissions"].values()}
     assert writes == {"publish", "github-release"}
     assert JOBS["github-release"]["permissions"] == {"contents": "write"}
-    (release,) = [s for s in JOBS["github-release"]["steps"] if uses(s, "softprops/action-gh-release")]
+    (release,) = [
+        s for s in JOBS["github-release"]["steps"] if uses(s, "softprops/action-gh-release")
+    ]
     assert release["with"] == {"files": "dist/*", "fail_on_unmatched_files": True}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.cells.cell import CellResult
+from harness.cells.record import CellResult
 from harness.ci import trigger
 from harness.matrix import paths, spec
 from harness.report import pages as report
