@@ -30,8 +30,8 @@ import nox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.cells import group_run, options, run, verdict
-from harness.cells.cell import plan_for, summary_line
-from harness.cells.record import CellResult
+from harness.cells.plan import plan_for
+from harness.cells.record import CellResult, summary_line
 from harness.matrix import interpreters, paths, selection, spec
 from harness.matrix.procs import Held, Ran, Stop, run_logged
 from harness.matrix.spec import Cell

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports" / "bench" / "github.json"
 sys.path.insert(0, str(ROOT))
 
-from harness.cells import carry  # noqa: E402
+from harness.cells import plan  # noqa: E402
 from harness.ci import fanout  # noqa: E402
 from harness.matrix import spec  # noqa: E402
 
@@ -98,7 +98,7 @@ def sources(matrix: spec.Matrix, cells: Sequence[spec.Cell]) -> set[str]:
     first of each set of two or more cells that differ only in TorchAO."""
     sets: dict[Any, list[str]] = {}
     for cell in cells:
-        sets.setdefault(carry.key(matrix, cell) or cell.id, []).append(cell.id)
+        sets.setdefault(plan.key(matrix, cell) or cell.id, []).append(cell.id)
     return {ids[0] for ids in sets.values() if len(ids) > 1}
 
 

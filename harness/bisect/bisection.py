@@ -42,9 +42,10 @@ from typing import Any, TextIO
 
 from packaging.version import Version
 
-from harness.cells.cell import PROBE, cell_pytest_args, install_commands, run_cell, tail
-from harness.cells.cell import CellPlan as _CellPlan
+from harness.cells.cell import run_cell, tail
 from harness.cells.evidence import read_reportlog
+from harness.cells.plan import PROBE, cell_pytest_args, install_commands
+from harness.cells.plan import CellPlan as _CellPlan
 from harness.cells.status import RAN_STATUSES
 from harness.matrix import interpreters
 from harness.matrix import releases as rel

@@ -1,25 +1,29 @@
-"""What a cell's test run left behind, and the one verdict it supports.
+"""What a cell's test run left behind, the one verdict it supports, and the record it makes.
 
 The evidence of a test run is four things: pytest's exit status, the reportlog (``log.jsonl``,
 pytest-reportlog: every test's reports and the session's end), ``junit.xml`` and the probe's
 ``probe.json``. The reportlog is the one source of each test's outcome (it sees reruns and uses
 node ids); junit.xml is read only to cross-check its counts. :func:`classify` gives a status
-only when the evidence tells one story, and names what disagrees otherwise. Standard library
-only (it runs in the nox process).
+only when the evidence tells one story, and names what disagrees otherwise.
+:func:`read_test_run` reads a cell's run into its record; :func:`read_blocked` is the reading
+half of carrying (:mod:`harness.cells.carry`): what a TorchAO-blocked run establishes for the
+cells it stands for. Standard library only (it runs in the nox process).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.cells.probe import BACKEND_ABSENT, TORCH_IMPORT_FAILED
-from harness.cells.status import FAILING, OUTCOMES
+from harness.cells.record import CellResult
+from harness.cells.status import FAILING, OUTCOMES, RAN_STATUSES
 from harness.matrix.procs import Ran, signal_name
 
 PYTEST_STOPPED = {2: "interrupted", 3: "internal error", 4: "usage error"}  # pytest.ExitCode
@@ -332,3 +336,337 @@ def classify(
             "error", f"pytest stopped itself: {len(broken)} collection error(s), {first}"
         )
     return Verdict("error", f"pytest stopped itself (exit {rc}: {PYTEST_STOPPED[rc]})")
+
+
+# --- carrying, as read --------------------------------------------------------------------
+
+BLOCK_MARK = "is blocked in this run"  # in harness/cells/probe.py's Blocked message
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the blocked run of a set's first cell established."""
+
+    cell: str  # its id
+    log: TestLog  # the blocked run's evidence, kept to the independent tests
+    dependent: tuple[str, ...]  # node ids every cell runs itself
+    drift: Mapping[str, Any]  # the independent tests' drift observations
+
+
+@dataclass
+class Role:
+    """The part in carrying of one set of cells (those that differ only in TorchAO), shared by
+    its cells as they run (:func:`harness.cells.plan.carry_roles` makes it): the first cell to
+    run makes ``made`` (its blocked run comes first, :func:`read_blocked`) or says why carrying
+    is ``refused``; the others carry from ``made``. ``full``: every test runs in every cell,
+    and the first cell records what would have been carried."""
+
+    axis: str
+    varying: tuple[str, ...]  # expected-failure patterns that differ across the set
+    full: bool = False
+    made: Source | None = None  # set by the source cell once its blocked run is judged
+    refused: str = ""  # why carrying is off for the set, set by the source cell
+
+
+def read_leaks(path: Path) -> list[dict[str, str]] | None:
+    """The blocked run's record of who reached the blocked distribution; None if unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+        leaks = doc["leaks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(leaks, list) or not all(isinstance(x, dict) for x in leaks):
+        return None
+    return [{"test": str(x.get("test", "")), "what": str(x.get("what", ""))} for x in leaks]
+
+
+def classify_tests(
+    log: TestLog, leaks: Sequence[Mapping[str, str]], varying: Sequence[str]
+) -> tuple[list[str], str]:
+    """(the dependent node ids, why carrying is refused or ``""``) from a blocked run."""
+    outside = [x["what"] for x in leaks if not x["test"]]
+    if outside:
+        return [], f"TorchAO was reached outside any test ({outside[0]}): no test can be carried"
+    broken = sorted(n for n, o in log.outcomes.items() if "::" not in n)
+    if broken:
+        return [], f"the TorchAO-blocked run did not collect {broken[0]}: no test can be carried"
+    marked = {n for n, text in [*log.messages.items(), *log.skips.items()] if BLOCK_MARK in text}
+    dependent = {x["test"] for x in leaks} | marked
+    dependent |= {n for n in log.outcomes if any(fnmatch.fnmatchcase(n, p) for p in varying)}
+    return sorted(dependent), ""
+
+
+def keep(log: TestLog, nodeids: set[str]) -> TestLog:
+    """``log`` with only the given tests (the session's own facts kept)."""
+
+    def only(d: Mapping[str, Any]) -> dict[str, Any]:
+        return {n: v for n, v in d.items() if n in nodeids}
+
+    return dataclasses.replace(
+        log,
+        outcomes=only(log.outcomes),
+        reruns=only(log.reruns),
+        messages=only(log.messages),
+        skips=only(log.skips),
+        unfinished=[n for n in log.unfinished if n in nodeids],
+        trackers=only(log.trackers),
+        budget_cuts=only(log.budget_cuts),
+    )
+
+
+def merge(run: TestLog, carried: TestLog) -> TestLog:
+    """One log of a cell's tests: those it ran and those carried (a test it ran wins); the
+    session's own facts are the run's."""
+    return dataclasses.replace(
+        run,
+        outcomes={**carried.outcomes, **run.outcomes},
+        reruns={**carried.reruns, **run.reruns},
+        messages={**carried.messages, **run.messages},
+        skips={**carried.skips, **run.skips},
+        trackers={**carried.trackers, **run.trackers},
+        budget_cuts={**carried.budget_cuts, **run.budget_cuts},
+    )
+
+
+def judge(
+    verdict: Verdict, merged: TestLog, stale: Sequence[str], *, asked_for_none: bool = False
+) -> Verdict:
+    """The cell's status from its run's verdict and all its tests, carried ones included: a
+    run that ended cleanly (passed or failed; no tests when every test was carried) is judged
+    again on the merged outcomes."""
+    clean = (*RAN_STATUSES, "no-tests") if asked_for_none else RAN_STATUSES
+    if verdict.status not in clean:
+        return verdict
+    return outcome_verdict(merged.counts(), stale)
+
+
+def read_drift(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write_drift(path: Path, carried: Mapping[str, Any]) -> None:
+    """The cell's drift.json: the carried observations, then its own (which win)."""
+    own = read_drift(path)
+    merged = {**carried, **own}
+    if merged:
+        path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+
+
+def read_facts(path: Path) -> dict[str, Any] | None:
+    """probe.json: what the probe found installed and loaded; None if missing or bad."""
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+def read_blocked(role: Role, cell: str, ran: Ran, sub: Path, *, timeout_s: int) -> None:
+    """Judge the blocked run of ``cell`` (its files in ``sub``): ``role.made`` is what it
+    established, or ``role.refused`` says why nothing can be carried."""
+    log = read_reportlog(sub / "log.jsonl")
+    verdict = classify(
+        ran, read_facts(sub / "probe.json"), log, read_junit(sub / "junit.xml"), timeout_s=timeout_s
+    )
+    leaks = read_leaks(sub / "leaks.json")
+    if verdict.status not in RAN_STATUSES:
+        role.refused = f"the run with {role.axis} blocked ended {verdict.status}: {verdict.reason}"
+    elif leaks is None:
+        role.refused = f"the run with {role.axis} blocked left no readable leaks.json"
+    else:
+        dependent, role.refused = classify_tests(log, leaks, role.varying)
+        if not role.refused:
+            independent = set(log.outcomes) - set(dependent)
+            role.made = Source(
+                cell, keep(log, independent), tuple(dependent), read_drift(sub / "drift.json")
+            )
+
+
+# --- the record of a cell's run ------------------------------------------------------------
+
+PEERS_FILE = "peers.json"  # tests/common/peers/check.py writes it
+CONTROLS_PREFIX = "tests/compat/controls/"
+
+
+@dataclass(frozen=True)
+class CellFiles:
+    """The files a cell's test run writes beside its results (the conftests are told by env)."""
+
+    outdir: Path
+    spec: Path  # cell-spec.json: the cell's axes and expected failures
+    scenarios: Path  # tests/downstream/conftest.py writes it
+    peers: Path  # tests/downstream/test_peer_suites.py writes it
+    facts: Path  # probe.json: what the probe found installed and loaded
+
+    @classmethod
+    def at(cls, outdir: Path) -> CellFiles:
+        return cls(
+            outdir,
+            spec=outdir / "cell-spec.json",
+            scenarios=outdir / "scenarios.json",
+            peers=outdir / PEERS_FILE,
+            facts=outdir / "probe.json",
+        )
+
+
+def control_outcomes(log: TestLog) -> dict[str, str]:
+    """The naive variant of each negative control and how it ended (xfailed: it bit)."""
+    return {
+        nodeid.split("::")[-1].split("[")[0].removeprefix("test_"): outcome
+        for nodeid, outcome in sorted(log.outcomes.items())
+        if nodeid.startswith(CONTROLS_PREFIX) and nodeid.endswith("[naive]")
+    }
+
+
+def tracker_outcomes(log: TestLog) -> dict[str, dict[str, str]]:
+    """Each upstream-bug tracker: fixed (a strict XPASS), else its final outcome."""
+    return {
+        nodeid: (
+            {"outcome": "fixed", "reason": reason.removeprefix("fixed: ")}
+            if reason.startswith("fixed: ")
+            else {"outcome": log.outcomes.get(nodeid, "absent"), "reason": reason}
+        )
+        for nodeid, reason in sorted(log.trackers.items())
+    }
+
+
+def scenario_outcomes(path: Path, log: TestLog) -> dict[str, dict[str, str]]:
+    """The downstream scenarios the tests named (``scenarios.json``), each with its outcome from
+    the reportlog (``absent`` if it never reported); empty when the file is missing or bad."""
+    try:
+        named = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(named, dict):
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for nodeid, about in sorted(named.items()):
+        if not isinstance(about, dict):
+            continue
+        entry = {k: str(about.get(k, "")) for k in ("library", "scenario", "route", "link")}
+        entry["outcome"] = log.outcomes.get(nodeid, "absent")
+        out[str(nodeid)] = entry
+    return out
+
+
+def peer_suites(path: Path) -> dict[str, dict[str, Any]]:
+    """The peer suites' verdicts the tests wrote (``peers.json``: suite -> its entry, see
+    tests/common/peers/check.py); the entries that are JSON objects, none if the file is
+    missing or bad."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in sorted(found.items()) if isinstance(v, dict)}
+
+
+def take_tests(result: CellResult, log: TestLog, files: CellFiles) -> None:
+    """Every test's outcome and what the tests wrote beside them, into the record."""
+    result.counts, result.failures = log.counts(), log.failures()
+    result.tests = dict(sorted(log.outcomes.items()))
+    result.skips = dict(sorted(log.skips.items()))
+    result.reruns = dict(sorted(log.reruns.items()))
+    result.controls = control_outcomes(log)
+    result.trackers = tracker_outcomes(log)
+    result.budget_cuts = dict(sorted(log.budget_cuts.items()))
+    result.scenarios = scenario_outcomes(files.scenarios, log)
+    result.peers = peer_suites(files.peers)
+
+
+def take_facts(result: CellResult, ran: Ran, facts: dict[str, Any] | None) -> None:
+    result.exit_status = ran.returncode
+    if facts is not None:
+        result.installed = facts.get("installed", {})
+        result.torchao_cpp = facts.get("torchao_cpp")
+        result.timings["import"] = facts.get("import_s", 0.0)
+    result.timings["tests"] = round(ran.seconds, 2)
+
+
+def tampering(files: CellFiles) -> str | None:
+    """How the cell's folder was destroyed during the run, if it was."""
+    if not files.outdir.is_dir():
+        return "the cell's reports folder was replaced by a file during the run"
+    if not files.spec.is_file():
+        return "the cell's reports folder was deleted during the run"
+    return None
+
+
+def carry_record(
+    role: Role,
+    source: Source | None,
+    result: CellResult,
+    *,
+    verdict: Verdict,
+    merged: TestLog,
+    stale: Sequence[str],
+) -> Verdict:
+    """Record the cell's part in carrying and its verdict on all its tests."""
+    if source is None:
+        result.carry = {"axis": role.axis, "refused": role.refused}
+        return verdict
+    if role.full:  # every test ran here: record what would have been carried (carry.check)
+        result.carry = {
+            "axis": role.axis,
+            "source": source.cell,
+            "independent": dict(sorted(source.log.outcomes.items())),
+        }
+        return verdict
+    if source.cell != result.id:
+        result.carried = {n: source.cell for n in sorted(source.log.outcomes)}
+    result.carry = {
+        "axis": role.axis,
+        "source": source.cell,
+        "run": len(merged.outcomes) - len(result.carried),
+        "carried": len(result.carried),
+    }
+    return judge(verdict, merged, stale, asked_for_none=not source.dependent)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What reading a cell's test run needs beside its files: the cell's expected failures and
+    deadline, the signal that stopped the run if one did, and its part in carrying."""
+
+    xfails: Sequence[dict[str, Any]]
+    timeout_s: int
+    stop_signal: str | None = None
+    role: Role | None = None
+    source: Source | None = None
+    carried: TestLog = field(default_factory=TestLog)
+
+
+def read_test_run(ran: Ran, files: CellFiles, result: CellResult, how: Reading) -> Verdict:
+    """Read a cell's test run (the probe, then pytest) into ``result``, carried tests included,
+    and judge it. A ``skipped`` verdict (the backend is absent inside torch) carries the probe's
+    error as its reason, for the caller to word (:func:`harness.matrix.backends.torch_lacks`)."""
+    facts = read_facts(files.facts)
+    take_facts(result, ran, facts)
+    own_log = read_reportlog(files.outdir / "log.jsonl")
+    test_log = merge(own_log, how.carried)
+    take_tests(result, test_log, files)
+    stale = stale_patterns(how.xfails, test_log) if own_log.finished else []
+    verdict = classify(
+        ran,
+        facts,
+        own_log,
+        read_junit(files.outdir / "junit.xml"),
+        timeout_s=how.timeout_s,
+        stale=stale,
+        stop_signal=how.stop_signal,
+        tampered=tampering(files),
+    )
+    if verdict.status == "skipped" and facts is not None:
+        return Verdict("skipped", str(facts.get("backend_error") or ""))
+    if how.role is not None:
+        verdict = carry_record(
+            how.role, how.source, result, verdict=verdict, merged=test_log, stale=stale
+        )
+        if how.source is not None and files.outdir.is_dir():
+            write_drift(files.outdir / "drift.json", how.source.drift)
+    return verdict

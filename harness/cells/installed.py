@@ -36,16 +36,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.cells.cell import (
-    PROBE,
-    CellPlan,
-    cell_pytest_args,
-    harness_error,
-    record,
-    run_cell,
-    summary_line,
-)
-from harness.cells.record import CellResult
+from harness.cells.cell import harness_error, record, run_cell
+from harness.cells.plan import PROBE, CellPlan, cell_pytest_args
+from harness.cells.record import CellResult, summary_line
 from harness.matrix import paths, spec
 from harness.matrix.backends import is_absence
 from harness.matrix.errors import Refused

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cells.status import OK_STATUSES, OUTCOMES
+from harness.cells.status import OK_STATUSES, OUTCOMES, format_counts
 from harness.matrix import paths
 
 
@@ -83,3 +83,10 @@ class CellResult:
         path = outdir / paths.CELL_FILE
         path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         return path
+
+
+def summary_line(result: CellResult) -> str:
+    """One line on how a cell ended, for the terminal: its status, counts, time and reason."""
+    extra = f" — {result.reason}" if result.reason else ""
+    done = f"{format_counts(result.counts)}; {result.duration_s} s"
+    return f"{result.id}: {result.status.upper()} ({done}){extra}"

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cells import group_run
-from harness.cells.cell import harness_error, install_commands, record
+from harness.cells.cell import harness_error, record
+from harness.cells.plan import install_commands
 from harness.cells.record import CellResult
 from harness.matrix import paths
 from harness.matrix.errors import Refused

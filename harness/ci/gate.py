@@ -56,7 +56,7 @@ CLASSES: dict[str, tuple[str, str]] = {
 }
 KEPT = ("passed", "xfailed")  # outcomes whose loss to a skip is a loss of coverage
 # gate.md shows this much of a row's why (gate.json has it whole): a cell's install error, the
-# installer's message included, fits (harness.cells.install_errors.INSTALL_REASON_CHARS)
+# installer's message included, fits (harness.cells.install.INSTALL_REASON_CHARS)
 WHY_CHARS = 400
 CUT = " … (cut: gate.json has it whole)"
 

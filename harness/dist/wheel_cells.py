@@ -35,8 +35,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness.cells import group_run
-from harness.cells.cell import harness_error, plan_for, run_cell, summary_line
+from harness.cells.cell import harness_error, run_cell
+from harness.cells.plan import plan_for
+from harness.cells.record import summary_line
 from harness.cells.record import CellResult
 from harness.cells.probe import INSTALLED_ONLY_ENV
 from harness.matrix import paths, selection, spec
@@ -141,14 +142,17 @@ def run_one(
     """The cell in a fresh venv with the wheel installed, run from ``suite``, judged."""
     uv = uv_bin()
     python = fresh_venv(uv, cell.python, envdir / f"wheel-{cell.id}")
-    plan = plan_for(matrix, cell, python, uv=uv, reports=reports, candidates=[requirement(wheel)])
-    source_file = plan.outdir / SOURCE_FILE
+    source_file = paths.cell_dir(reports, cell.id) / SOURCE_FILE
+    plan = plan_for(
+        matrix,
+        cell,
+        python,
+        uv=uv,
+        reports=reports,
+        candidates=[requirement(wheel)],
+        env={INSTALLED_ONLY_ENV: str(source_file)},
+    )
     plan.cwd = suite
-    plan.env = {
-        **group_run.profile_env(matrix, cell),
-        **plan.env,
-        INSTALLED_ONLY_ENV: str(source_file),
-    }
     result = run_cell(plan, echo=echo, stop=stop)
     source = json.loads(source_file.read_text()) if source_file.is_file() else None
     result.compat_source = source or {}

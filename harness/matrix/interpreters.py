@@ -22,34 +22,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from harness.matrix.procs import answer
 
 ENV = "COMPAT_MATRIX_PYTHONS"
 _VERSION_DIR = re.compile(r"^(3\.[0-9]+)\.([0-9]+)$")
 _ASK = "import sys; print('%d.%d' % sys.version_info[:2])"
 
 
-def _answer(cmd: list[str], timeout: int) -> str | None:
-    """The command's stripped stdout, or None if it cannot run, times out or fails."""
-    try:
-        done = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def version_of(interpreter: Path) -> str | None:
     """``X.Y`` of the interpreter at ``interpreter``, or None if it does not run."""
-    return _answer([str(interpreter), "-c", _ASK], 30)
+    return answer([str(interpreter), "-c", _ASK], timeout=30)
 
 
 def _pyenv_candidates(python: str, environ: Mapping[str, str]) -> list[Path]:
@@ -63,7 +48,9 @@ def _pyenv_candidates(python: str, environ: Mapping[str, str]) -> list[Path]:
 
 
 def _uv_candidate(python: str, uv: str | None) -> list[Path]:
-    found = _answer([uv, "python", "find", "--no-python-downloads", python], 60) if uv else None
+    if not uv:
+        return []
+    found = answer([uv, "python", "find", "--no-python-downloads", python], timeout=60)
     return [Path(found)] if found else []
 
 

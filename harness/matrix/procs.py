@@ -211,6 +211,25 @@ def signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def answer(cmd: Sequence[str], *, timeout: float, cwd: Path | None = None) -> str | None:
+    """A short question to a program: ``cmd``'s stdout stripped, or None if it cannot run, runs
+    past ``timeout`` seconds or exits non-zero (stdin closed, stderr discarded)."""
+    try:
+        done = subprocess.run(
+            list(cmd),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def git(root: Path, *args: str) -> str:
     """``git ARGS`` in ``root``: its output; :class:`Refused` naming the command when it fails."""
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)

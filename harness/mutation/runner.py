@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from harness.matrix import paths, spec
 from harness.matrix.errors import Refused
-from harness.matrix.procs import Ran, Stop, git, run_logged
+from harness.matrix.procs import Ran, Stop, answer, git, run_logged
 from harness.mutation.plan import PLAN, Plan, load
 from harness.mutation.report import TOOL, CellRun, build_report, table, write_report
 from harness.mutation.resurvey import carry, change_beyond_new_tests, changed_functions
@@ -199,10 +199,7 @@ def load_base(
     commit = report.get("commit") if isinstance(report, dict) else None
     if not isinstance(commit, str) or re.fullmatch(r"[0-9a-f]{40}", commit) is None:
         raise Refused(f"--resurvey {path}: no 'commit' of 40 hex digits in it; got {commit!r}")
-    ancestor = subprocess.run(
-        ["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root, capture_output=True
-    )
-    if ancestor.returncode != 0:
+    if answer(["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root, timeout=60) is None:
         raise Refused(f"--resurvey {path}: its commit {commit[:12]} is not an ancestor of HEAD")
     moved = changed_functions(root, commit)
     changed = tests_changed(root, commit, judging_tests(plan))
@@ -410,7 +407,7 @@ def run_mutants(
 
 
 def ensure_cell_venv(cell: spec.Cell, matrix: spec.Matrix, envdir: Path, uv: str) -> Path:
-    from harness.cells.cell import install_commands
+    from harness.cells.plan import install_commands
     from harness.cells.run import ensure_venv
 
     python = ensure_venv(uv, cell.python, envdir / f"mutation-{cell.id}")

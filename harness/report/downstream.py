@@ -3,8 +3,8 @@ downstream cell, each entry saying whether the library's scenarios work alone an
 
 Input: the cells' records (``cell.json``), whose ``scenarios`` name each downstream test's library,
 scenario and route (``alone`` / ``compat``) with its outcome from the reportlog
-(tests/downstream/conftest.py names them; harness/cells/cell.py adds the outcomes). Below the grid,
-the peers' own test suites (``peers`` in the records, tests/common/peers): per cell and suite
+(tests/downstream/conftest.py names them; harness/cells/evidence.py adds the outcomes). Below the
+grid, the peers' own test suites (``peers`` in the records, tests/common/peers): per cell and suite
 the release, both runs' counts, regressions, fixed and lifted tests, the skips with the peer's
 reasons, and per group the cells where they ran and where the run deselected them
 (:func:`peer_suites`). Standard library only.

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from harness.matrix.errors import Refused
 from harness.matrix.paths import ROOT
+from harness.matrix.procs import answer
 
 FAILING = frozenset({"failed", "error"})
 RAN = frozenset({"passed", "failed"})  # cell statuses whose tests all ran to the end
@@ -57,19 +57,9 @@ def junit_key(nodeid: str) -> str:
 
 def run_info() -> dict[str, str | None]:
     """What identifies the code a run tested: the commit (from CI, else git) and the CI run."""
-    commit = os.environ.get("GITHUB_SHA")
-    if not commit:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-            commit = done.stdout.strip() if done.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            commit = None
+    commit = os.environ.get("GITHUB_SHA") or answer(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], timeout=10
+    )
     return {"commit": commit or None, "ci_run": os.environ.get("GITHUB_RUN_ID")}
 
 

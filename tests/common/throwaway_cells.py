@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness.cells.cell import CellPlan
+from harness.cells.plan import CellPlan
 from harness.matrix.spec import AxisVersion, Backend, Cell
 
 FAKE_PROBE = Path(__file__).with_name("fake_probe.py")

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cells import cell as cellmod
-from harness.cells import group_run, install_errors
+from harness.cells import evidence, group_run, install
+from harness.cells import plan as planmod
 from harness.cells.cell import run_cell
 from harness.cells.evidence import read_reportlog
+from harness.cells.record import CellResult
 from harness.matrix import backends
 from harness.matrix.spec import Backend
 from tests.common.throwaway_cells import make_cell, plan, read
@@ -200,26 +201,24 @@ def test_every_uv_fixture_is_checked() -> None:
 @pytest.mark.parametrize("name", sorted(FROM_UV))
 def test_the_installers_message_is_condensed_from_real_uv_output(name: str) -> None:
     output = (UV_OUTPUTS / name).read_text()
-    assert install_errors.installer_message(output) == FROM_UV[name]
-    reason = install_errors.install_error_reason("the candidates", 1, output)
+    assert install.installer_message(output) == FROM_UV[name]
+    reason = install.install_error_reason("the candidates", 1, output)
     assert reason == f"install exited 1 (the candidates): {FROM_UV[name]}"
-    assert len(reason) <= install_errors.INSTALL_REASON_CHARS
+    assert len(reason) <= install.INSTALL_REASON_CHARS
 
 
 def test_a_long_message_is_cut_with_a_marker_and_other_output_gives_its_last_line() -> None:
     output = (UV_OUTPUTS / "uv0.13.9-conflict.txt").read_text()
-    cut = install_errors.installer_message(output, 120)
-    assert len(cut) == 120 and cut.endswith(install_errors.CUT)
+    cut = install.installer_message(output, 120)
+    assert len(cut) == 120 and cut.endswith(install.CUT)
     assert cut.startswith("No solution found when resolving dependencies: Because transformers")
-    reason = install_errors.install_error_reason("the pins", 2, output * 3)  # too long for a reason
+    reason = install.install_error_reason("the pins", 2, output * 3)  # too long for a reason
     assert reason.startswith(f"install exited 2 (the pins): {CONFLICT}")
-    assert len(reason) <= install_errors.INSTALL_REASON_CHARS and reason.endswith(
-        install_errors.CUT
-    )
-    assert install_errors.installer_message("Resolving...\nno matching distribution\n\n") == (
+    assert len(reason) <= install.INSTALL_REASON_CHARS and reason.endswith(install.CUT)
+    assert install.installer_message("Resolving...\nno matching distribution\n\n") == (
         "no matching distribution"
     )
-    assert install_errors.install_error_reason("the pins", 1, "\x1b[2m\x1b[0m\n") == (
+    assert install.install_error_reason("the pins", 1, "\x1b[2m\x1b[0m\n") == (
         "install exited 1 (the pins)"
     )
 
@@ -240,11 +239,11 @@ UV_LINES = sorted({line for p in UV_OUTPUTS.glob("*.txt") for line in p.read_tex
 )
 def test_any_output_gives_one_clean_line_within_the_limit(lines: list[str], limit: int) -> None:
     output = "\n".join(lines)
-    message = install_errors.installer_message(output, limit)
+    message = install.installer_message(output, limit)
     assert len(message) <= limit
     assert message.isprintable() and message == " ".join(message.split())
-    if len(install_errors.installer_message(output, 10**6)) > limit:
-        assert message.endswith(install_errors.CUT.lstrip())
+    if len(install.installer_message(output, 10**6)) > limit:
+        assert message.endswith(install.CUT.lstrip())
 
 
 def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> None:
@@ -260,7 +259,7 @@ def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> N
     (tmp_path / "a").mkdir()
     p = plan(tmp_path / "a", "def test_a(): pass\n", install=[pins])
     p.candidates = [str(folder)]
-    p.install.append(cellmod.candidate_command(uv, python, p.candidates))
+    p.install.append(planmod.candidate_command(uv, python, p.candidates))
     result = run_cell(p, echo=None)
     assert result.status == "install-error"
     assert result.reason == f"install exited 1 (the candidates): `{folder}` {NOT_A_PROJECT}"
@@ -278,7 +277,7 @@ def test_an_install_error_says_which_install_failed_and_why(tmp_path: Path) -> N
         "install exited 1 (the pins): No solution found when resolving dependencies: Because "
     ), result.reason
     assert "safetensors==99.0.0" in result.reason
-    assert "\n" not in result.reason and len(result.reason) <= install_errors.INSTALL_REASON_CHARS
+    assert "\n" not in result.reason and len(result.reason) <= install.INSTALL_REASON_CHARS
 
 
 def test_torch_that_does_not_import_is_an_install_error(tmp_path: Path) -> None:
@@ -394,8 +393,8 @@ def test_a_property_the_time_budget_stopped_is_recorded_in_the_cell(tmp_path: Pa
     assert test_log.budget_cuts == {
         "t::prop": "ran 7893 of 10000 examples in 6 s (time budget 21 s)"
     }
-    result = cellmod.CellResult("c", "core", "3.11", "2.6", "0.8", "cpu", [])
-    cellmod._take_tests(result, test_log)
+    result = CellResult("c", "core", "3.11", "2.6", "0.8", "cpu", [])
+    evidence.take_tests(result, test_log, evidence.CellFiles.at(tmp_path / "absent"))
     assert result.budget_cuts == test_log.budget_cuts
     written = json.loads(result.write(tmp_path / "cell").read_text())
     assert written["budget_cuts"] == test_log.budget_cuts
@@ -405,7 +404,7 @@ def test_a_property_the_time_budget_stopped_is_recorded_in_the_cell(tmp_path: Pa
 def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: str | None) -> None:
     c = make_cell(backend=Backend("cpu", index_env="X_INDEX"))
     environ = {} if env_value is None else {"X_INDEX": env_value}
-    (cmd,) = cellmod.install_commands(
+    (cmd,) = planmod.install_commands(
         c, Path("/v/bin/python"), uv="uv", requirements=["r.txt"], environ=environ
     )
     assert cmd[:5] == ["uv", "pip", "install", "--python", "/v/bin/python"]
@@ -416,7 +415,7 @@ def test_install_command_pins_both_and_uses_the_index_only_when_set(env_value: s
 def test_real_probe_writes_facts_and_reports_an_absent_backend(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="no torch in this venv (the `tests` session has it)")
     out = tmp_path / "facts.json"
-    cmd = [sys.executable, str(cellmod.PROBE), "--probe", "1 == 2", "--out", str(out), "--", "-q"]
+    cmd = [sys.executable, str(planmod.PROBE), "--probe", "1 == 2", "--out", str(out), "--", "-q"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 77, done.stderr
     facts = json.loads(out.read_text())
@@ -500,11 +499,11 @@ def test_a_downstream_cell_records_each_scenario_with_its_outcome(tmp_path: Path
 
 def test_scenarios_of_a_cell_without_the_file_or_with_a_bad_one_are_empty(tmp_path: Path) -> None:
     log = read_reportlog(tmp_path / "absent.jsonl")
-    assert cellmod.scenario_outcomes(tmp_path / "absent.json", log) == {}
+    assert evidence.scenario_outcomes(tmp_path / "absent.json", log) == {}
     bad = tmp_path / "scenarios.json"
     bad.write_text("[1, 2]")
-    assert cellmod.scenario_outcomes(bad, log) == {}
+    assert evidence.scenario_outcomes(bad, log) == {}
     bad.write_text('{"t::x": {"library": "l", "scenario": "s", "route": "alone"}, "t::y": 3}')
-    assert cellmod.scenario_outcomes(bad, log) == {
+    assert evidence.scenario_outcomes(bad, log) == {
         "t::x": {"library": "l", "scenario": "s", "route": "alone", "link": "", "outcome": "absent"}
     }

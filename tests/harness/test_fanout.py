@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.cells import carry, group_run
+from harness.cells import group_run, plan
 from harness.ci import fanout, gha
 from harness.matrix import limits, spec
 
@@ -44,7 +44,7 @@ def test_a_cut_never_splits_a_venv_so_a_carry_set_stays_in_one_job() -> None:
     for job in jobs:
         for cell in job.cells:
             where.setdefault(group_run.group_name(cell), set()).add(job.name)
-            key = carry.key(m, cell)
+            key = plan.key(m, cell)
             if key is not None:
                 where.setdefault(key, set()).add(job.name)
     assert all(len(names) == 1 for names in where.values())

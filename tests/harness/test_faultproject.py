@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cells.cell import install_commands
+from harness.cells.plan import install_commands
 from harness.matrix import spec
 from tests.common.faultproject import AO, index_env, matrix_toml, warm_commands
 

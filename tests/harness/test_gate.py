@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cells import install_errors, verdict
-from harness.cells.cell import CellPlan, candidate_command, run_cell
+from harness.cells import install, verdict
+from harness.cells.cell import run_cell
 from harness.cells.group_run import uv_bin
+from harness.cells.plan import CellPlan, candidate_command
 from harness.cells.record import CellResult
 from harness.ci import gate
 from harness.matrix import paths, selection, spec
@@ -259,9 +260,7 @@ def test_a_row_stays_one_row_whatever_its_why(test: str, why: str) -> None:
 
 
 def test_a_long_why_with_pipes_and_lines_is_cut_escaped_and_kept_whole_in_gate_json() -> None:
-    assert (
-        gate.WHY_CHARS >= install_errors.INSTALL_REASON_CHARS
-    )  # an install error is never cut here
+    assert gate.WHY_CHARS >= install.INSTALL_REASON_CHARS  # an install error is never cut here
     why = 'error: a | b\n  cause: File "<string>", x<0.20\r\n' + "y" * 1000
     result = one_row(C68, "t::a[x|y]", why)
     (line,) = table_rows(gate.render_markdown(result))

@@ -350,9 +350,16 @@ def test_the_harness_refuses_through_its_one_class() -> None:
     assert bare == [], f"raise Refused (harness.matrix.errors) instead: {bare}"
 
 
-# what runs cells: installing, running pytest, carrying verdicts across a group's cells
+# what runs cells: installing, running the probe and pytest, a group's or a run's cells
 RUNNING = frozenset(
-    {"cells.run", "cells.cell", "cells.group_run", "cells.installed", "cells.carry", "cells.probe"}
+    {
+        "cells.run",
+        "cells.cell",
+        "cells.group_run",
+        "cells.installed",
+        "cells.install",
+        "cells.probe",
+    }
 )
 READERS = ("cells.verdict", "ci.gate", "report.pages", "report.support")
 

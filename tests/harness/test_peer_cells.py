@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.cells import cell as cellmod
-from harness.cells import run, verdict
+from harness.cells import evidence, run, verdict
+from harness.cells import plan as planmod
 from harness.cells.cell import run_cell
 from harness.cells.record import CellResult
 from harness.ci import gate
@@ -71,12 +72,12 @@ def test_the_cell_records_the_peer_suites_verdict(
 def test_peer_suites_of_a_cell_without_the_file_or_with_a_bad_one_are_empty(
     tmp_path: Path,
 ) -> None:
-    assert cellmod.peer_suites(tmp_path / "absent.json") == {}
+    assert evidence.peer_suites(tmp_path / "absent.json") == {}
     bad = tmp_path / "peers.json"
     bad.write_text("[1]")
-    assert cellmod.peer_suites(bad) == {}
+    assert evidence.peer_suites(bad) == {}
     bad.write_text('{"a": {"ok": true}, "b": 3}')
-    assert cellmod.peer_suites(bad) == {"a": {"ok": True}}
+    assert evidence.peer_suites(bad) == {"a": {"ok": True}}
 
 
 def test_a_deselected_path_is_left_out_and_recorded(tmp_path: Path) -> None:
@@ -94,11 +95,11 @@ def test_a_downstream_cells_plan_names_uv_and_deselects_the_peer_suites(tmp_path
     m = spec.load()
     (cell, *_) = m.cells(tiers=["downstream"], backend="cpu")
     why = {m.peer_suites: "--peer-suites first: ran in another cell"}
-    plan_ = cellmod.plan_for(m, cell, Path("python"), uv="/the/uv", reports=tmp_path, deselect=why)
-    assert plan_.env[cellmod.UV_ENV] == "/the/uv"
+    plan_ = planmod.plan_for(m, cell, Path("python"), uv="/the/uv", reports=tmp_path, deselect=why)
+    assert plan_.env[planmod.UV_ENV] == "/the/uv"
     assert plan_.env["CUDA_VISIBLE_DEVICES"] == ""  # the backend's own env kept
     assert f"--deselect={m.peer_suites}" in plan_.pytest_args and plan_.deselected == why
-    plain = cellmod.plan_for(m, cell, Path("python"), uv="/the/uv", reports=tmp_path)
+    plain = planmod.plan_for(m, cell, Path("python"), uv="/the/uv", reports=tmp_path)
     assert not any(a.startswith("--deselect") for a in plain.pytest_args)
     assert plain.deselected == {}
 
@@ -106,7 +107,7 @@ def test_a_downstream_cells_plan_names_uv_and_deselects_the_peer_suites(tmp_path
 def test_the_harness_and_the_peer_suites_name_the_same_variables() -> None:
     from tests.common.peers import check, fetch
 
-    assert check.RECORD_ENV == cellmod.PEERS_ENV and fetch.UV_ENV == cellmod.UV_ENV
+    assert check.RECORD_ENV == cellmod.PEERS_ENV and fetch.UV_ENV == planmod.UV_ENV
     text = (ROOT / spec.load().peer_suites).read_text()
     assert "def test_accelerate_suite(" in text and "def test_safetensors_suite(" in text
 

@@ -12,7 +12,7 @@ import pytest
 from packaging.version import Version
 
 from harness.cells import group_run
-from harness.cells.cell import install_commands
+from harness.cells.plan import install_commands
 from harness.matrix import spec
 from harness.matrix.interpreters import uv_bin
 from harness.report import new_releases

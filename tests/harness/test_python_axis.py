@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cells import group_run
+from harness.cells import group_run, plan
 from harness.matrix import paths, spec, wheels
 from harness.matrix.spec import MatrixSpecError
 
@@ -237,10 +237,10 @@ def test_a_cell_on_another_python_gets_the_corner_profile_unless_the_run_names_o
     matrix = spec.load()
     cells = {c.id: c for c in matrix.cells(backend="cpu")}
     default, corner = cells["torch2.6-ao0.8-cpu"], cells["torch2.6-ao0.8-py3.13-cpu"]
-    assert group_run.profile_env(matrix, default, {}) == {}
-    assert group_run.profile_env(matrix, corner, {}) == {"HYPOTHESIS_PROFILE": "corner"}
+    assert plan.profile_env(matrix, default, {}) == {}
+    assert plan.profile_env(matrix, corner, {}) == {"HYPOTHESIS_PROFILE": "corner"}
     # GitHub's matrix workflow passes an empty input: not a choice
-    assert group_run.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": ""}) == {
+    assert plan.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": ""}) == {
         "HYPOTHESIS_PROFILE": "corner"
     }
-    assert group_run.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": "nightly"}) == {}
+    assert plan.profile_env(matrix, corner, {"HYPOTHESIS_PROFILE": "nightly"}) == {}

@@ -1,11 +1,11 @@
-"""What the runner gives each cell's test process besides its pins (harness/cells/group_run.py)."""
+"""What the plan gives each cell's test process besides its pins (harness/cells/plan.py)."""
 
 from __future__ import annotations
 
-from harness.cells import group_run
+from harness.cells import plan
 
 
 def test_cells_side_by_side_get_their_share_of_threads_unless_the_user_set_it() -> None:
-    assert group_run.thread_env(None, {}) == {}
-    assert group_run.thread_env(1, {}) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    assert group_run.thread_env(2, {"OMP_NUM_THREADS": "4"}) == {"MKL_NUM_THREADS": "2"}
+    assert plan.thread_env(None, {}) == {}
+    assert plan.thread_env(1, {}) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert plan.thread_env(2, {"OMP_NUM_THREADS": "4"}) == {"MKL_NUM_THREADS": "2"}

@@ -1,5 +1,6 @@
-"""Why an install failed, in one line: the installer's own message (uv's error report, pip's
-error line) with terminal escapes removed, cut to fit a Markdown table cell.
+"""Installing a cell: its plan's install commands in order (:func:`install_cell`), and why one
+failed, in one line: the installer's own message (uv's error report, pip's error line) with
+terminal escapes removed, cut to fit a Markdown table cell.
 
 Standard library only: it runs in the nox process.
 """
@@ -7,7 +8,13 @@ Standard library only: it runs in the nox process.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from harness.cells.plan import PRERELEASE_MODULE, CellPlan
+from harness.cells.record import CellResult
+from harness.matrix.procs import Ran, Stop
+
+RunCommand = Callable[..., Ran]  # (cmd, env, quiet=False): one command under the cell's deadline
 
 INSTALL_REASON_CHARS = 400  # an install error's reason, installer's message included, at most
 CUT = " … [cut: the cell's output.log has it all]"
@@ -94,7 +101,7 @@ def _uv_report(lines: Sequence[str]) -> str:
 
 def install_error_reason(step: str, returncode: int | None, output: str) -> str:
     """The reason of an install that exited non-zero: the exit code, which install (``step``,
-    :func:`harness.cells.cell.install_step`) and the installer's message
+    :func:`install_step`) and the installer's message
     (:func:`installer_message`), e.g. ``install exited 1 (the candidates): No solution found when
     resolving dependencies: Because there is no version of safetensors==99.0.0 ...``. One line, at
     most
@@ -102,3 +109,33 @@ def install_error_reason(step: str, returncode: int | None, output: str) -> str:
     head = f"install exited {returncode} ({step})"
     message = installer_message(output, max(INSTALL_REASON_CHARS - len(head) - 2, len(CUT)))
     return f"{head}: {message}" if message else head
+
+
+def install_step(plan: CellPlan, cmd: Sequence[str]) -> str:
+    """Which install of the cell ``cmd`` is: ``"the candidates"`` when it installs the plan's
+    upstream candidates (:func:`harness.cells.plan.candidate_command`: they end it, verbatim),
+    ``"the pre-releases"`` for the prerelease tier's step, else ``"the pins"`` (the cell's pins
+    and the test requirements)."""
+    wanted = list(plan.candidates)
+    if wanted and list(cmd[-len(wanted) :]) == wanted:
+        return "the candidates"
+    return "the pre-releases" if PRERELEASE_MODULE in cmd else "the pins"
+
+
+def install_cell(
+    plan: CellPlan, run: RunCommand, env: dict[str, str], result: CellResult, stop: Stop | None
+) -> tuple[str, str, str] | None:
+    """Run the plan's install commands (``run``: under the cell's deadline), their time added to
+    ``result``'s timings; (status, reason, output) of the first that fails, else None."""
+    for cmd in plan.install:
+        ran = run(cmd, env)
+        result.timings["install"] = round(result.timings.get("install", 0) + ran.seconds, 2)
+        if ran.interrupted:
+            why = f"the run was stopped ({stop.signal if stop else '?'}) while this cell installed"
+            return "interrupted", why, ran.output
+        if ran.timed_out:
+            return "timeout", f"install ran past {plan.cell.timeout_s} s", ran.output
+        if ran.returncode != 0:
+            why = install_error_reason(install_step(plan, cmd), ran.returncode, ran.output)
+            return "install-error", why, ran.output
+    return None
