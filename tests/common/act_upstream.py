@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from harness.matrix import spec
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "docs" / "github-actions.md"  # where the caller workflow is documented
@@ -280,12 +281,14 @@ def accelerate_repository(dest: Path) -> tuple[Path, str]:
     repository and its first commit."""
     version = pinned_accelerate()
     wheels = dest / "download"
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "download", f"accelerate=={version}", "--no-deps"),
-            *("--only-binary=:all:", "-q", "-d", str(wheels)),
-        ],
+    run_module(
+        "pip",
+        *("download", f"accelerate=={version}", "--no-deps"),
+        *("--only-binary=:all:", "-q", "-d", wheels),
+        cwd=None,
         check=True,
+        text=False,
+        capture=False,
     )
     (wheel,) = wheels.glob(f"accelerate-{version}-py3-none-any.whl")
     repo = dest / "accelerate"

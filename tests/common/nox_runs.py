@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,12 +17,4 @@ def nox(
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOX_")}
     if reports is not None:
         env["COMPAT_MATRIX_REPORTS"] = str(reports)
-    return subprocess.run(
-        [sys.executable, "-m", "nox", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
+    return run_module("nox", *args, timeout=timeout, env=env)

@@ -33,6 +33,7 @@ import torch
 
 import compat
 from tests.common import downstream_models as models
+from tests.common.python_module import run_module
 from tests.common.scenarios import scenario
 
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
@@ -253,10 +254,9 @@ def _load_peak(side: str, folder: Path) -> dict[str, Any]:
     # the project as this suite was imported from it, links kept (a run against the installed
     # wheel runs from a folder without the tree's compat: harness/dist/wheel_cells.py)
     root = Path(__file__).absolute().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.common.load_peak", side, str(folder)],
-        capture_output=True, text=True, cwd=root, check=False,
-        env={**os.environ, "PYTHONPATH": str(root)},
+    out = run_module(
+        "tests.common.load_peak", side, folder,
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.ci import act_scope
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {
@@ -134,12 +134,7 @@ def test_no_record_an_unreadable_one_and_always_run_them(repo: Path) -> None:
 
 def test_the_command_exits_1_when_they_must_run(repo: Path) -> None:
     def command() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "harness.ci.act_scope", "covered", "--root", str(repo)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        return run_module("harness.ci.act_scope", "covered", "--root", repo)
 
     assert command().returncode == 0
     (repo / "harness" / "ci" / "gate.py").write_text("GATE = 3\n")

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.common import budget
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = """
@@ -75,10 +75,10 @@ def run_suite(
         "DRAWN": str(tmp_path / "drawn.txt"),
     }
     start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.common.budget", "-p", "no:cacheprovider",
-         f"--report-log={log}", "--rootdir", str(tmp_path), str(tmp_path), "-q"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    done = run_module(
+        "pytest", "-p", "tests.common.budget", "-p", "no:cacheprovider",
+        f"--report-log={log}", "--rootdir", tmp_path, tmp_path, "-q",
+        cwd=tmp_path, env=env, timeout=300,
     )  # fmt: skip
     seconds = time.monotonic() - start
     reports = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []

@@ -330,11 +330,9 @@ def test_a_full_run_catches_a_wrong_independence_class_naming_the_test_and_both_
 def test_the_check_reads_records_from_separate_jobs(tmp_path: Path) -> None:
     """GitHub runs each cell in its own job: the aggregate job checks the downloaded records
     (``python -m harness.cells.carry``), the first cell's blocked verdicts against every sibling."""
-    import subprocess
-    import sys
-
     from harness.cells.cell import new_result
     from harness.matrix import paths, spec
+    from tests.common.python_module import run_module
 
     matrix = spec.load()
     ids = ["torch2.6-ao0.6-cpu", "torch2.6-ao0.7-cpu", "torch2.6-ao0.8-cpu", "torch2.5-ao0.6-cpu"]
@@ -350,13 +348,7 @@ def test_the_check_reads_records_from_separate_jobs(tmp_path: Path) -> None:
                 "independent": {"tests/a.py::t": "passed"},
             }
         result.write(paths.cell_dir(tmp_path, cid))
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cells.carry", "--reports", str(tmp_path)],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_module("harness.cells.carry", "--reports", tmp_path, check=True)
     assert "torch2.6-ao0.8-cpu: a carried verdict disagrees" in done.stdout
 
     def record(cid: str) -> dict[str, Any]:

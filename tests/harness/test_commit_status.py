@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +17,7 @@ from hypothesis import strategies as st
 from harness.ci import commit_status, gate, gha
 from tests.common.gate_runs import RUN, TEST, snapshot_cell
 from tests.common.local_http import serving
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = "huggingface/safetensors"
@@ -432,28 +431,12 @@ def test_an_api_that_cannot_be_reached_is_exit_1(
 def test_the_command_runs_on_a_bare_interpreter(github: FakeGitHub, tmp_path: Path) -> None:
     """python -m harness.ci.commit_status with no site-packages (-S): the runner's python3."""
     path = write_reports(tmp_path, gate_result(3))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            "-E",
-            "-m",
-            "harness.ci.commit_status",
-            "--gate",
-            str(path),
-            "--repository",
-            UPSTREAM,
-            "--sha",
-            SHA.upper(),
-            "--run-url",
-            RUN,
-        ],
-        cwd=ROOT,
+    done = run_module(
+        "harness.ci.commit_status",
+        *["--gate", str(path), "--repository", UPSTREAM, "--sha", SHA.upper(), "--run-url", RUN],
+        flags=["-S", "-E"],
         env={"GITHUB_API_URL": github.api, "UPSTREAM_STATUS_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert TOKEN not in done.stdout + done.stderr

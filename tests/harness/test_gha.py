@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from harness.cells.cell import new_result
 from harness.ci import gate, gha, trigger
 from harness.matrix import limits, paths, spec
 from harness.report import pages as report
+from tests.common import python_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,14 +24,7 @@ def run_module(
     module: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "COMPAT_"))}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**clean, **(env or {})},
-        check=False,
-    )
+    return python_module.run_module(module, *args, env={**clean, **(env or {})})
 
 
 def outputs(path: Path) -> dict[str, str]:

@@ -23,6 +23,7 @@ from harness.cells.record import CellResult
 from harness.matrix import backends, paths, spec
 from harness.report import pages as report
 from tests.common.faultproject import index_args
+from tests.common.python_module import run_module
 
 ROOT = paths.ROOT
 MATRIX = spec.load(paths.DEFAULT_MATRIX)
@@ -89,28 +90,14 @@ def run_installed(
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cells.installed", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
+    return run_module("harness.cells.installed", *args, cwd=ROOT, env=env, timeout=timeout)
 
 
 def gate_check(reports: Path) -> subprocess.CompletedProcess[str]:
     """The gate on ``reports`` against the committed baseline."""
     baseline = ROOT / "reports" / "baseline.json"
     cmd = ["check", "--from", str(reports), "--baseline", str(baseline), "--out", str(reports)]
-    return subprocess.run(
-        [sys.executable, "-m", "harness.ci.gate", *cmd],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_module("harness.ci.gate", *cmd, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -419,24 +406,12 @@ def test_a_real_installed_cell_passes_and_the_report_and_gate_take_it(
     # the plumbing is under test here, not the suite's catching power: a quarter of each
     # property's examples (tests/common/profiles.py), which the record must name
     env["HYPOTHESIS_PROFILE"] = "corner"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nox",
-            "-s",
-            "tests-installed",
-            "--",
-            "--python",
-            str(torch26),
-            "--strict",
-        ],
+    done = run_module(
+        "nox",
+        *["-s", "tests-installed", "--", "--python", str(torch26), "--strict"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         env=env,
         timeout=900,
-        check=False,
     )
     cid = "installed-torch2.6-ao0.8-cpu"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

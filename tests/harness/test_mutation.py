@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,14 @@ from harness.mutation import plan as mutation_plan
 from harness.mutation import report as mutation_report
 from harness.mutation import runner as mutation
 from harness.mutation import tool as mutation_tool
+from tests.common.python_module import run_module
 
 ROOT = paths.ROOT
 REPORT = ROOT / "reports" / mutation.REPORT_NAME
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.mutation.runner", "run", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_module("harness.mutation.runner", "run", *args, cwd=ROOT)
 
 
 def git_repo(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -196,7 +190,8 @@ def test_a_dirty_work_tree_is_refused(tmp_path: Path) -> None:
 
 def test_an_interpreter_without_the_cell_or_the_tool_is_refused(tmp_path: Path) -> None:
     # a real, empty venv: neither torch nor mutmut
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    venv = ("--without-pip", tmp_path / "v")
+    run_module("venv", *venv, cwd=None, check=True, text=False, capture=False)
     python = tmp_path / "v" / "bin" / "python"
     repo = git_repo(tmp_path, {"compat/x.py": "a = 1\n"})
     done = cli("--cell", "torch2.6-ao0.8-cpu", "--python", str(python), "--root", str(repo))
@@ -218,7 +213,8 @@ def test_since_with_no_changed_line_of_compat_stops_before_installing_anything(
     tmp_path: Path,
 ) -> None:
     # a real, empty venv: reached (and refused) only once a line of compat/ changed
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    venv = ("--without-pip", tmp_path / "v")
+    run_module("venv", *venv, cwd=None, check=True, text=False, capture=False)
     python = str(tmp_path / "v" / "bin" / "python")
     repo = git_repo(tmp_path, {"compat/x.py": "a = 1\n", "tests/test_x.py": "A = 1\n"})
 

@@ -24,6 +24,7 @@ from harness.matrix import spec
 from harness.mutation import runner as mutation_run
 from tests.common.gate_runs import RUN, TEST, snapshot_cell
 from tests.common.local_http import serving
+from tests.common.python_module import run_module
 from tests.common.workflow_files import jobs, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,16 +154,8 @@ def run_script(
     elif path.exists():
         path.unlink()
     env = api_env(server)
-    cmd = [sys.executable, "-m", "harness.ci.nightly_issue", f"--gate={path}", f"--run-url={RUN}"]
-    return subprocess.run(
-        [*cmd, *facts],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    args = [f"--gate={path}", f"--run-url={RUN}", *facts]
+    return run_module("harness.ci.nightly_issue", *args, env=env, timeout=60)
 
 
 def calls(server: FakeGitHub) -> list[tuple[str, str]]:
@@ -226,14 +219,7 @@ def test_a_nightly_without_a_gate_result_opens_the_issue_too(
 
 def test_the_script_needs_what_github_actions_sets(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.ci.nightly_issue", f"--run-url={RUN}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_module("harness.ci.nightly_issue", f"--run-url={RUN}", env=env)
     assert done.returncode == 2
     assert "GITHUB_API_URL, GITHUB_REPOSITORY, GITHUB_TOKEN not set" in done.stderr
 
@@ -353,17 +339,11 @@ def test_an_unreadable_gate_json_opens_the_issue_naming_it(
 ) -> None:
     """It crashed the script (a traceback): no issue that night."""
     (tmp_path / "gate.json").write_text(text)
-    done = subprocess.run(
-        [
-            *[sys.executable, "-m", "harness.ci.nightly_issue", f"--gate={tmp_path / 'gate.json'}"],
-            *[f"--run-url={RUN}", "--history-result=success"],
-        ],
-        cwd=ROOT,
+    done = run_module(
+        "harness.ci.nightly_issue",
+        *[f"--gate={tmp_path / 'gate.json'}", f"--run-url={RUN}", "--history-result=success"],
         env=api_env(github),
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "opened #101"
@@ -534,9 +514,8 @@ def aggregate_report(reports: Path, cells: int) -> None:
     plan = reports.parent / "plan.json"
     plan.write_text(json.dumps(planned))
     manifest = ["harness.ci.gha", "manifest", "--plan", str(plan), "--tiers", "core"]
-    for args in (manifest, ["harness.report.pages"]):
-        cmd = [sys.executable, "-m", *args, "--reports", str(reports)]
-        subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True, timeout=120)
+    for module, *args in (manifest, ["harness.report.pages"]):
+        run_module(module, *args, "--reports", reports, check=True, timeout=120, text=False)
     for cell in planned["cells"][:cells]:
         (reports / "cells" / cell).mkdir(parents=True)
         (reports / "cells" / cell / "cell.json").write_text("{}")

@@ -16,6 +16,7 @@ from harness.cells.plan import install_commands
 from harness.matrix import spec
 from harness.matrix.interpreters import uv_bin
 from harness.report import new_releases
+from tests.common.python_module import run_module
 from tests.common.throwaway_wheels import wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,10 +112,9 @@ def test_the_install_step_takes_the_newest_release_pre_releases_included(tmp_pat
         "UV_NO_INDEX": "1",
         "UV_FIND_LINKS": str(index),
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.matrix.prerelease", "--python", str(python),
-         "--uv", uv_bin(), "predemo", "finaldemo"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    done = run_module(
+        "harness.matrix.prerelease", "--python", python, "--uv", uv_bin(), "predemo", "finaldemo",
+        env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "predemo==1.2rc1 finaldemo==2.0" in done.stdout
@@ -124,10 +124,9 @@ def test_the_install_step_takes_the_newest_release_pre_releases_included(tmp_pat
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert got == ["1.2rc1", "2.0"]
-    missing = subprocess.run(
-        [sys.executable, "-m", "harness.matrix.prerelease", "--python", str(python),
-         "--uv", uv_bin(), "nosuchdemo"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    missing = run_module(
+        "harness.matrix.prerelease", "--python", python, "--uv", uv_bin(), "nosuchdemo",
+        env=env, timeout=300,
     )  # fmt: skip
     assert missing.returncode == 1 and "nosuchdemo" in missing.stderr
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from harness.ci.github_api import GitHub
 from harness.report import history
 from tests.common.fake_actions import ACTIONS, REPO, Artifact, FakeActions, Run, Runs, archive
 from tests.common.local_http import serving
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = {"generated": "2026-11-30T03:40:00+00:00", "cells": {"c": {"status": "passed"}}}
@@ -67,16 +67,8 @@ def fetch(server: FakeActions, out: Path, **env: str) -> subprocess.CompletedPro
         "GITHUB_RUN_ID": "500",
         **env,
     }
-    cmd = [sys.executable, "-m", "harness.ci.previous_runs", "--workflow=nightly.yml"]
-    return subprocess.run(
-        [*cmd, "--runs=5", f"--out={out}"],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    args = ["--workflow=nightly.yml", "--runs=5", f"--out={out}"]
+    return run_module("harness.ci.previous_runs", *args, env=clean, timeout=60)
 
 
 def test_earlier_reports_are_fetched_and_unusable_ones_skipped(

@@ -6,13 +6,13 @@ from __future__ import annotations
 import collections
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.ci import gha, widths
 from harness.matrix import limits, spec
+from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = "94f88d1"  # main before this module: one job per cell, the matrix JSON in env:
@@ -105,8 +105,8 @@ def _setup_at(ref: str, tmp: Path, *args: str) -> dict[str, str]:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
     out = tmp / "github_output"
-    cmd = [sys.executable, "-m", "harness.ci.gha", "matrix", *args, f"--github-output={out}"]
-    subprocess.run(cmd, cwd=tmp, check=True, capture_output=True)
+    gha_args = ["matrix", *args, f"--github-output={out}"]
+    run_module("harness.ci.gha", *gha_args, cwd=tmp, check=True, text=False)
     return dict(line.split("=", 1) for line in out.read_text().splitlines())
 
 

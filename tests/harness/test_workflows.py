@@ -18,6 +18,7 @@ import pytest
 from harness.ci import act_scope, commit_status, example_seed, gha
 from harness.matrix import spec
 from tests.common.expressions import render
+from tests.common.python_module import run_module
 from tests.common.workflow_files import jobs, load, steps, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -698,13 +699,7 @@ def test_the_plan_holds_the_cells_nox_lists_each_in_one_job() -> None:
     planned = gha.plan(m, list(spec.TIERS))
     artifacts = [e["artifact"] for e in planned["jobs"]]
     assert len(artifacts) == len(set(artifacts)), "artifact names must be unique per run"
-    done = subprocess.run(
-        [sys.executable, "-m", "nox", "-l", "--json", "-t", "cell"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_module("nox", "-l", "--json", "-t", "cell", check=True)
     listed = {
         s["name"].removeprefix("tests-") for s in json.loads(done.stdout) if "cell" in s["tags"]
     }
