@@ -26,7 +26,7 @@ def test_nothing_cites_files_outside_the_repository() -> None:
 
 TRACKER_FILES = [
     ROOT / "tests" / "compat" / "upstream" / "test_trackers.py",
-    *sorted((ROOT / "tests" / "downstream").glob("test_*.py")),
+    *sorted((ROOT / "tests" / "downstream").rglob("test_*.py")),
 ]
 
 

@@ -253,7 +253,7 @@ def test_a_tie_transformers_does_not_restore_is_kept_in_compat_record(tmp_path: 
 def _load_peak(side: str, folder: Path) -> dict[str, Any]:
     # the project as this suite was imported from it, links kept (a run against the installed
     # wheel runs from a folder without the tree's compat: harness/dist/wheel_cells.py)
-    root = Path(__file__).absolute().parents[2]
+    root = Path(__file__).absolute().parents[3]
     out = run_module(
         "tests.common.load_peak", side, folder,
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:This process .* is multi-threaded:DeprecationWarning"
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NEEDS_FORK = pytest.mark.skipif(not fresh.FORKS, reason="no safe fork here: a new interpreter")
 KINDS: dict[str, Callable[[], fresh.Fresh]] = {
     "new interpreter": lambda: fresh.Fresh(ROOT),
