@@ -4,8 +4,8 @@
 - The ``backend`` fixture is parametrized over the backends this cell exercises;
   ``@pytest.mark.with_data`` keeps only backends whose tensors hold bytes (not meta),
   ``@pytest.mark.dataless`` only the others (the per-backend expectation, as a marker).
-- ``drift`` records what torch, TorchAO and the peers do in this cell (``tests/common/drift.py``).
-- ``fresh_process``: a process that imported torch and did nothing else (``tests/common/fresh.py``).
+- ``drift`` records what torch, TorchAO and the peers do in this cell (``tests/common/compat/drift.py``).
+- ``fresh_process``: a process that imported torch and did nothing else (``tests/common/compat/fresh.py``).
 - ``fake_cuda`` and ``torchao_scheme_here``.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import drift as drift_record
-from tests.common import fresh
 from tests.common.cell_plugin import CELL
+from tests.common.compat import drift as drift_record
+from tests.common.compat import fresh
 
 pytest_plugins = ("tests.common.cell_plugin",)
 
@@ -54,14 +54,14 @@ FRESH = pytest.StashKey[fresh.Fresh]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # before collection, which probes the backends (tests/common/fresh.py)
+    # before collection, which probes the backends (tests/common/compat/fresh.py)
     session.config.stash[FRESH] = fresh.start(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="session")
 def fresh_process(pytestconfig: pytest.Config) -> fresh.Fresh:
     """A process that imported torch before any test ran and then did nothing: one script's
-    worth, for global state a test must not change in the session (tests/common/fresh.py)."""
+    worth, for global state a test must not change in the session (tests/common/compat/fresh.py)."""
     return pytestconfig.stash[FRESH]
 
 

@@ -1,4 +1,4 @@
-"""compat._messages: how every refusal shows a bad value (tests/common/messages.py builds on it)."""
+"""compat._messages: how every refusal shows a bad value (tests/common/compat/messages.py builds on it)."""
 
 from __future__ import annotations
 

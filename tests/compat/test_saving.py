@@ -55,7 +55,8 @@ import compat
 from compat import _save_plan
 from compat._storage import collect
 from compat.saving import METADATA_KEY
-from tests.common import oracle, roundtrip
+from tests.common import oracle
+from tests.common.compat import roundtrip
 from tests.common.strategies import NAME_ALPHABET, base_tensor, cases
 
 # === The plan =====================================================================================
@@ -68,7 +69,7 @@ def record(metadata: dict[str, str]) -> dict[str, Any]:
 
 def assert_round_trip(sd: dict[str, torch.Tensor]) -> None:
     """Through safetensors bytes and back: every name's bytes, reading and values, and the
-    sharing among names, judged by the oracle (tests/common/roundtrip.py)."""
+    sharing among names, judged by the oracle (tests/common/compat/roundtrip.py)."""
     origins = oracle.address_origins(sd)
     roundtrip.assert_round_trip(sd, roundtrip.save_and_restore(sd)[2], origins)
 

@@ -39,8 +39,9 @@ from hypothesis import strategies as st
 
 import compat
 from compat.saving import UnsavableTensorError
-from tests.common import messages, torchao_api
-from tests.common.roundtrip import assert_same_tensor, assert_same_weight
+from tests.common import torchao_api
+from tests.common.compat import messages
+from tests.common.compat.roundtrip import assert_same_tensor, assert_same_weight
 from tests.common.strategies import torchao_linears
 
 SCHEMES: dict[str, Callable[[], Any]] = {s.__name__: s for s in torchao_api.WEIGHT_SCHEMES}

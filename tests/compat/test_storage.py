@@ -33,7 +33,7 @@ from torch.testing._internal.two_tensor import TwoTensor
 
 import compat
 from compat._storage import Leaves, storage_roots
-from tests.common import messages
+from tests.common.compat import messages
 
 # === Inputs: what a state dict may hold, and storage groups beside imported memory ================
 

@@ -4,7 +4,7 @@ compat writes TorchAO's weights in TorchAO's own safetensors layout (TorchAO 0.1
 adds its marker ``__compat_subclasses__`` (tests/compat/test_saving_torchao.py). Each test here
 saves a quantized weight, changes the record or the stored tensors one way, and expects the
 whole refusal word for word: a ValueError naming the entry (the frame of
-tests.common.messages.record_entry) and what is wrong with it, never another exception and never a
+tests.common.compat.messages.record_entry) and what is wrong with it, never another exception and never a
 weight built from a bad record. The oracle for the class's fields is the weight's own class
 (``tensor_data_names`` and the rest), and for what the format encodes the installed TorchAO's
 list. Skipped where no scheme here yields a class
@@ -24,7 +24,7 @@ import torch
 
 import compat
 from tests.common import torchao_api
-from tests.common.messages import no_torchao_format, record_entry, shown
+from tests.common.compat.messages import no_torchao_format, record_entry, shown
 
 MARKER = "__compat_subclasses__"
 UTILS = torchao_api.FORMAT_MODULE

@@ -1,7 +1,7 @@
 """The downstream tier's plumbing: the seeds' scenarios, each written twice.
 
 The cell plumbing is compat's suite's (``tests/common/cell_plugin.py``). Every scenario test
-carries ``@scenario(library, title, route, link)`` (``tests/common/scenarios.py``): ``route`` is ``alone``
+carries ``@scenario(library, title, route, link)`` (``tests/common/downstream/scenarios.py``): ``route`` is ``alone``
 (the library as users run it, no compat) or ``compat`` (the same job through compat's API or
 integration, which must pass in every downstream cell). An ``alone`` test asserts the behaviour
 users need; where the library breaks it, it is a strict expected failure: next to the test

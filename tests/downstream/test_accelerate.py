@@ -31,7 +31,7 @@ import compat
 from compat.integrations import accelerate as compat_accelerate
 from tests.common import downstream_models as models
 from tests.common import torchao_api
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 accelerate = pytest.importorskip("accelerate", reason="the downstream tier installs accelerate")
 from accelerate import (  # noqa: E402

@@ -20,8 +20,8 @@ import compat
 from compat.integrations import accelerate as compat_accelerate
 from tests.common import downstream_models as models
 from tests.common import torchao_api
+from tests.common.downstream.scenarios import scenario
 from tests.common.modules import leaves
-from tests.common.scenarios import scenario
 
 diffusers = pytest.importorskip("diffusers", reason="the downstream tier installs diffusers")
 from diffusers import ConfigMixin, ModelMixin, UNet2DModel  # noqa: E402

@@ -19,7 +19,7 @@ import torch
 
 import compat
 from tests.common import downstream_models as models
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 open_clip = pytest.importorskip("open_clip", reason="the downstream tier installs open_clip_torch")
 

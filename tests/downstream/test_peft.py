@@ -22,7 +22,7 @@ import compat
 from compat.integrations import accelerate as compat_accelerate
 from tests.common import downstream_models as models
 from tests.common import torchao_api
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 peft = pytest.importorskip("peft", reason="the downstream tier installs peft")
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")

@@ -26,7 +26,7 @@ import torch
 
 import compat
 from tests.common import downstream_models as models
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 accelerate = pytest.importorskip("accelerate", reason="the downstream tier installs it")
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")

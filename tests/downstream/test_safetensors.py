@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import compat
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 LINK = "https://github.com/safetensors/safetensors/issues/625"
 TITLE = "load_file(path, device=0) on a machine without an accelerator"

@@ -21,7 +21,7 @@ import torch
 import compat
 from tests.common import downstream_models as models
 from tests.common import torchao_api
-from tests.common.scenarios import scenario
+from tests.common.downstream.scenarios import scenario
 
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
 

@@ -18,7 +18,7 @@ def _uv_cache_warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     """What every fault cell installs is in uv's cache (the cells install offline), and this
     session's fault runs use a linked copy of it with torch's bytecode compiled
     (faultproject.compiled_cache): once per session, pytest-xdist's workers included."""
-    from tests.common.faultproject import compiled_cache
+    from tests.common.harness.faultproject import compiled_cache
 
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

@@ -24,10 +24,10 @@ from harness.matrix import releases
 from harness.matrix.interpreters import uv_bin
 from harness.matrix.spec import AxisVersion, Backend, Cell
 from harness.matrix.spec import load as load_matrix
-from tests.common.nox_runs import nox
-from tests.common.throwaway_wheels import outer_site_venv, wheel
+from tests.common.harness.nox_runs import nox
+from tests.common.harness.throwaway_wheels import outer_site_venv, wheel
 
-FAKE_PROBE = Path(__file__).parents[1] / "common" / "fake_probe.py"
+FAKE_PROBE = Path(__file__).parents[1] / "common" / "harness" / "fake_probe.py"
 PACKAGE = "bisectdemo"
 VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "2.0"]
 BROKEN = "1.5"  # needs a dependency no index has: it cannot install

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.common.faultproject import AO, Project, ao_pin, index_env
+from tests.common.harness.faultproject import AO, Project, ao_pin, index_env
 
 SUITE = '''
 """Tests whose dependence on TorchAO is known, and one that lies about it."""

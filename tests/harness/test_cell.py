@@ -18,7 +18,7 @@ from harness.cells.evidence import read_reportlog
 from harness.cells.record import CellResult
 from harness.matrix import backends
 from harness.matrix.spec import Backend
-from tests.common.throwaway_cells import make_cell, plan, read
+from tests.common.harness.throwaway_cells import make_cell, plan, read
 
 UV_OUTPUTS = Path(__file__).with_name("fixtures") / "uv-install"  # real uv output (README.md)
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.ci import commit_status, gate, gha
-from tests.common.gate_runs import RUN, TEST, snapshot_cell
-from tests.common.local_http import serving
+from tests.common.harness.gate_runs import RUN, TEST, snapshot_cell
+from tests.common.harness.local_http import serving
 from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]

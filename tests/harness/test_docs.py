@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.cells.status import STATUSES
 from harness.ci.gate import CLASSES
-from tests.common.fault_catalog import INJECTED
+from tests.common.harness.fault_catalog import INJECTED
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 REPORT = (DOCS / "report.md").read_text()  # statuses and fault injection

@@ -11,8 +11,8 @@ import pytest
 
 from harness.ci import example_seed
 from harness.ci.github_api import GitHub
-from tests.common.fake_actions import REPO, Artifact, FakeActions, Run, Runs, archive
-from tests.common.local_http import serving
+from tests.common.harness.fake_actions import REPO, Artifact, FakeActions, Run, Runs, archive
+from tests.common.harness.local_http import serving
 
 FOUND = {"0a1b2c3d4e5f6071/8899aabbccddeeff": b"\x00\x01choices", "1111/2222": b"\x02"}
 

@@ -15,8 +15,8 @@ import pytest
 from harness.cells import run
 from harness.matrix import spec
 from harness.matrix.spec import MatrixSpecError
-from tests.common.fault_catalog import MALFORMED
-from tests.common.faultproject import Project, alive, matrix_toml, stop, wait_for
+from tests.common.harness.fault_catalog import MALFORMED
+from tests.common.harness.faultproject import Project, alive, matrix_toml, stop, wait_for
 
 # --- a harness error, a lost record --------------------------------------------------------
 
@@ -140,7 +140,7 @@ def test_malformed_matrix_fails_at_load_and_nox_exits_nonzero(
 def test_gate_names_skipped_and_fewer_tests_and_excuses_only_an_absent_backend(
     tmp_path: Path, fault_envdir: Path
 ) -> None:
-    from tests.common.faultproject import SHRINKING, SKIPPABLE
+    from tests.common.harness.faultproject import SHRINKING, SKIPPABLE
 
     project = Project.create(
         tmp_path / "project", fault_envdir, matrix_toml({"clean": {"0.8": "none"}})

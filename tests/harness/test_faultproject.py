@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.cells.plan import install_commands
 from harness.matrix import spec
-from tests.common.faultproject import AO, index_env, matrix_toml, warm_commands
+from tests.common.harness.faultproject import AO, index_env, matrix_toml, warm_commands
 
 INDEX = "https://wheels.example.invalid/cpu"  # never fetched: the commands are only built
 

@@ -1,8 +1,9 @@
 """Fault injection: real cells (real venvs, the real probe, pytest, the real noxfile) whose test
 suites misbehave the way a user's suite or a runner can. No fault may yield a green cell or a
 green ``nox -s matrix``; each is recorded with its own status and reason, and the other cells
-still run. See faultproject.py for the throwaway project. This file holds the one run in which
-many faults share a matrix; test_fault_runs.py the faults that need a run each."""
+still run. See tests/common/harness/faultproject.py for the throwaway project. This file holds
+the one run in which many faults share a matrix; test_fault_runs.py the faults that need a run
+each."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.common.fault_catalog import MANY
-from tests.common.faultproject import Project, matrix_toml
+from tests.common.harness.fault_catalog import MANY
+from tests.common.harness.faultproject import Project, matrix_toml
 
 # --- one run, many faults side by side -------------------------------------------------------
 

@@ -315,7 +315,7 @@ def test_candidate_wheel_end_to_end(tmp_path: Path) -> None:
     cell = Cell(
         "3.11", AxisVersion("2.6", "2.6.0"), AxisVersion("0.8", "0.8.0"), Backend("cpu"), 300
     )
-    fake_probe = Path(__file__).parents[1] / "common" / "fake_probe.py"
+    fake_probe = Path(__file__).parents[1] / "common" / "harness" / "fake_probe.py"
 
     def run(reports: Path, candidates: list[str]) -> CellResult:
         out = reports / "cells" / cell.id
@@ -447,7 +447,7 @@ def test_a_candidate_that_does_not_install_is_named_in_gate_json_and_gate_md(
         [pins, candidate_command(uv, python, [str(candidate)])],
         ["--never-reached"],
         [],
-        probe_script=Path(__file__).parents[1] / "common" / "fake_probe.py",
+        probe_script=Path(__file__).parents[1] / "common" / "harness" / "fake_probe.py",
         env={"UV_OFFLINE": "1"},
         candidates=[str(candidate)],
     )

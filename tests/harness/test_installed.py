@@ -22,7 +22,7 @@ from harness.cells import installed
 from harness.cells.record import CellResult
 from harness.matrix import backends, paths, spec
 from harness.report import pages as report
-from tests.common.faultproject import index_args
+from tests.common.harness.faultproject import index_args
 from tests.common.python_module import run_module
 
 ROOT = paths.ROOT

@@ -24,9 +24,9 @@ from harness.matrix.interpreters import uv_bin
 from harness.matrix.paths import ROOT
 from harness.matrix.spec import AxisVersion, Backend, Cell, Matrix
 from harness.matrix.spec import load as load_matrix
-from tests.common.throwaway_wheels import outer_site_venv, wheel
+from tests.common.harness.throwaway_wheels import outer_site_venv, wheel
 
-FAKE_PROBE = Path(__file__).parents[1] / "common" / "fake_probe.py"
+FAKE_PROBE = Path(__file__).parents[1] / "common" / "harness" / "fake_probe.py"
 CULPRIT, INNOCENT = "nightlydemo", "nightlyother"
 CULPRIT_RELEASES = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.0rc1"]
 FIRST_BAD = "1.4"  # VALUE goes from 1 to 2 here

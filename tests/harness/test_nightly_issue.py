@@ -22,10 +22,10 @@ import pytest
 from harness.ci import gate, gha, nightly_issue
 from harness.matrix import spec
 from harness.mutation import runner as mutation_run
-from tests.common.gate_runs import RUN, TEST, snapshot_cell
-from tests.common.local_http import serving
+from tests.common.harness.gate_runs import RUN, TEST, snapshot_cell
+from tests.common.harness.local_http import serving
+from tests.common.harness.workflow_files import jobs, uses, workflow
 from tests.common.python_module import run_module
-from tests.common.workflow_files import jobs, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "owner/compat-matrix"

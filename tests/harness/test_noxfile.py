@@ -11,7 +11,7 @@ import pytest
 
 from harness.cells import group_run
 from harness.matrix import spec
-from tests.common.nox_runs import nox
+from tests.common.harness.nox_runs import nox
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The peer suites in the harness: the cell's record, the report, `--peer-suites`, the gate.
 
 The cells run for real on a throwaway project (tests/harness/test_cell.py's plan, torch-free
-probe) whose test runs the throwaway peer suite of tests/common/peerproject.py through the real
+probe) whose test runs the throwaway peer suite of tests/common/harness/peerproject.py through the real
 tests/common/peers; the report and the gate read real records.
 """
 
@@ -18,7 +18,7 @@ from harness.cells.cell import run_cell
 from harness.cells.record import CellResult
 from harness.ci import gate
 from harness.matrix import paths, selection, spec
-from tests.common.throwaway_cells import plan, read
+from tests.common.harness.throwaway_cells import plan, read
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ CELL_TEST = """
     from pathlib import Path
 
     from tests.common.peers import check
-    from tests.common import peerproject as toy
+    from tests.common.harness import peerproject as toy
 
 
     def test_toy_suite(tmp_path):
@@ -276,7 +276,7 @@ def suite_entry(release: str, **more: object) -> dict[str, object]:
 
 
 def test_the_report_shows_each_cells_peer_suites_and_where_they_ran(tmp_path: Path) -> None:
-    from tests.common.report_runs import Run
+    from tests.common.harness.report_runs import Run
 
     r = Run(tmp_path / "reports")
     lifted = {
@@ -352,7 +352,7 @@ def test_the_report_shows_each_cells_peer_suites_and_where_they_ran(tmp_path: Pa
 
 
 def test_a_suite_that_could_not_be_judged_shows_its_error(tmp_path: Path) -> None:
-    from tests.common.report_runs import Run
+    from tests.common.harness.report_runs import Run
 
     r = Run(tmp_path / "reports")
     broken = {"release": "0.8.0", "runs": {}, "ok": False, "error": "the index gives no sdist"}
@@ -364,7 +364,7 @@ def test_a_suite_that_could_not_be_judged_shows_its_error(tmp_path: Path) -> Non
 
 
 def test_records_without_peer_suites_show_no_section(tmp_path: Path) -> None:
-    from tests.common.report_runs import Run
+    from tests.common.harness.report_runs import Run
 
     r = Run(tmp_path / "reports")
     r.cell("2.6", "0.8", "cpu", "passed", "2026.11")

@@ -1,6 +1,6 @@
 """The peer suites' machinery (tests/common/peers), on a throwaway peer run for real.
 
-The sdist, the index and the suite are throwaway (tests/common/peerproject.py); everything else
+The sdist, the index and the suite are throwaway (tests/common/harness/peerproject.py); everything else
 is the real thing: uv locates the sdist on a local flat index, the download is checked and cached,
 the suite runs twice in pytest subprocesses with its session plugin, and the verdict and the
 record are what a downstream cell writes.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import peerproject as toy
+from tests.common.harness import peerproject as toy
 from tests.common.peers import check, diff, fetch
 
 BREAKS = f"{toy.TEST_ID}test_breaks_through_the_patch"

@@ -16,8 +16,8 @@ from harness.cells.plan import install_commands
 from harness.matrix import spec
 from harness.matrix.interpreters import uv_bin
 from harness.report import new_releases
+from tests.common.harness.throwaway_wheels import wheel
 from tests.common.python_module import run_module
-from tests.common.throwaway_wheels import wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 

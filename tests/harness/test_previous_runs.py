@@ -15,8 +15,16 @@ import pytest
 from harness.ci import previous_runs
 from harness.ci.github_api import GitHub
 from harness.report import history
-from tests.common.fake_actions import ACTIONS, REPO, Artifact, FakeActions, Run, Runs, archive
-from tests.common.local_http import serving
+from tests.common.harness.fake_actions import (
+    ACTIONS,
+    REPO,
+    Artifact,
+    FakeActions,
+    Run,
+    Runs,
+    archive,
+)
+from tests.common.harness.local_http import serving
 from tests.common.python_module import run_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ HELPER = TESTS / "common" / "python_module.py"
 BUILT_BY_HAND = {
     ("tests/harness/test_prerelease.py", "test_its_install_adds_the_newest_releases_step_after_the_pins"):
         "the argv the harness itself builds, as the test expects it (nothing runs)",
-    ("tests/common/faultproject.py", "argv"):
+    ("tests/common/harness/faultproject.py", "argv"):
         "one argv for both nox run to its end (nox) and nox in the background (Popen, start_nox)",
     ("tests/common/peers/run.py", "command"):
         "written into the run's log and run with its output streamed to that log",

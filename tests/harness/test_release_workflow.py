@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.common.workflow_files import jobs, uses, workflow
+from tests.common.harness.workflow_files import jobs, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / ".github" / "workflows" / "release.yml").read_text()

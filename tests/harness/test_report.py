@@ -14,7 +14,7 @@ from harness.ci import trigger
 from harness.matrix import paths, spec
 from harness.report import pages as report
 from harness.report import screenshot
-from tests.common.report_runs import Run
+from tests.common.harness.report_runs import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_chromium = pytest.mark.skipif(

@@ -8,7 +8,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from tests.common.faultproject import Project, index_env
+from tests.common.harness.faultproject import Project, index_env
 
 # the first group's only test waits for the second group's venv to hold torch: with one group
 # at a time (--jobs 1), only an install made ahead can give it one while the first group runs

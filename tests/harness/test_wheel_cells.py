@@ -16,7 +16,7 @@ import pytest
 
 from harness.dist import wheel_cells
 from harness.matrix import paths, spec
-from tests.common import throwaway_wheels
+from tests.common.harness import throwaway_wheels
 
 PROBE_DIR = paths.ROOT / "harness" / "cells"
 SCRIPT = """

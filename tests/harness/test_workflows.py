@@ -17,9 +17,9 @@ import pytest
 
 from harness.ci import act_scope, commit_status, example_seed, gha
 from harness.matrix import spec
-from tests.common.expressions import render
+from tests.common.harness.expressions import render
+from tests.common.harness.workflow_files import jobs, load, steps, uses, workflow
 from tests.common.python_module import run_module
-from tests.common.workflow_files import jobs, load, steps, uses, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.ci import act_scope
-from tests.common.act import ROOT, TIMES
+from tests.common.workflows.act import ROOT, TIMES
 
 SCENARIOS: set[str] = set()  # every act-marked test collected, before any deselection
 PASSED: set[str] = set()

@@ -23,9 +23,9 @@ import pytest
 from harness.ci import gha
 from harness.dist import wheel_cells
 from harness.matrix import limits, paths, project, spec
-from tests.common import act
-from tests.common import act_upstream as upstream
-from tests.common.act import TIMES
+from tests.common.workflows import act
+from tests.common.workflows import act_upstream as upstream
+from tests.common.workflows.act import TIMES
 
 MATRIX = spec.load(paths.ROOT / "matrix.toml")
 CELL = "torch2.6-ao0.8-cpu"

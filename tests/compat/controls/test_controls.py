@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests.common import naive, oracle, strategies, torchao_api
+from tests.common import oracle, strategies, torchao_api
+from tests.common.compat import naive
 
 IMPLS = ["compat", "naive"]
 

@@ -23,7 +23,7 @@ from compat import (
     normalize_device,
 )
 from compat import device as device_module
-from tests.common import messages
+from tests.common.compat import messages
 
 
 @pytest.fixture

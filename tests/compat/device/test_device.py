@@ -39,8 +39,8 @@ from compat import (
     for_safetensors,
     normalize_device,
 )
-from tests.common import messages
-from tests.common.fresh import Fresh
+from tests.common.compat import messages
+from tests.common.compat.fresh import Fresh
 
 # Phrases from torch's own device errors: our messages must never carry them.
 TORCH_PHRASES = ("Expected one of", "Invalid device string", "Cannot access accelerator", "NVIDIA")

@@ -26,8 +26,8 @@ import pytest
 import torch
 from safetensors.torch import _find_shared_tensors, _remove_duplicate_names
 
-from tests.common import upstream_cases as cases
-from tests.common.drift import observe
+from tests.common.compat import upstream_cases as cases
+from tests.common.compat.drift import observe
 
 pytestmark = pytest.mark.guard
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import compat
-from tests.common import messages
+from tests.common.compat import messages
 
 # --- which names and registries materialize works on ----------------------------------------------
 

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests.common import messages, torchao_api
+from tests.common import torchao_api
+from tests.common.compat import messages
+from tests.common.compat.roundtrip import assert_same_tensor, assert_same_weight
 from tests.common.modules import get
-from tests.common.roundtrip import assert_same_tensor, assert_same_weight
 from tests.common.strategies import torchao_linears
 
 # --- module_devices / is_meta_module --------------------------------------------------------------

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import compat
 from compat import _overlap
 from tests.common import oracle
-from tests.common.roundtrip import (
+from tests.common.compat.roundtrip import (
     assert_groups_match_the_oracle,
     assert_round_trip,
     hyp,

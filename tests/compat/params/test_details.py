@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 import compat
-from tests.common import messages
+from tests.common.compat import messages
 
 
 def qualname(cls: type) -> str:

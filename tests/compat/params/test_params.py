@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import compat
-from tests.common import messages, torchao_api
+from tests.common import torchao_api
+from tests.common.compat import messages
 from tests.common.modules import get, leaves
 from tests.common.strategies import torchao_linears
 
@@ -455,7 +456,7 @@ def test_a_quantized_weight_moved_to_meta_and_back_is_a_parameter_each_time() ->
 def test_a_subclass_value_already_in_place_is_wrapped_not_flagged() -> None:
     """A wrapper subclass whose .to() returns the value itself (nothing to move): the parameter is
     a detached copy flagged by nn.Parameter; the caller's object is not made a parameter."""
-    from tests.common.upstream_cases import Wrapper
+    from tests.common.compat.upstream_cases import Wrapper
 
     module = nn.Linear(4, 2)
     value = Wrapper(torch.ones(2, 4))
@@ -467,7 +468,7 @@ def test_a_subclass_value_already_in_place_is_wrapped_not_flagged() -> None:
 def test_a_subclass_moved_with_grad_enabled_is_a_leaf_parameter() -> None:
     """A subclass whose .to() records autograd history (grad mode on, requires_grad kept) is
     detached as nn.Parameter detaches it: the moved parameter is a leaf again."""
-    from tests.common.upstream_cases import Wrapper
+    from tests.common.compat.upstream_cases import Wrapper
 
     module = nn.Linear(4, 2)
     module.weight = nn.Parameter(Wrapper(torch.ones(2, 4)))

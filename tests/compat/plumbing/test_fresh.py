@@ -1,4 +1,4 @@
-"""tests/common/fresh.py: the fresh process the global-state checks run in (tests/compat/device/test_device.py),
+"""tests/common/compat/fresh.py: the fresh process the global-state checks run in (tests/compat/device/test_device.py),
 forked where that is safe, a new interpreter elsewhere: both give a script's exit status, stdout
 and stderr the same way, run one script each, and never leave a process behind."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import fresh
+from tests.common.compat import fresh
 
 # The forks made here come from the middle of the session, where torch's thread pool is up
 # (Python 3.12+ warns of it): they run trivial scripts, which take no lock a pool thread can hold.
-# The session's own fork is made before any test, with no pool yet (tests/common/fresh.py).
+# The session's own fork is made before any test, with no pool yet (tests/common/compat/fresh.py).
 pytestmark = pytest.mark.filterwarnings(
     "ignore:This process .* is multi-threaded:DeprecationWarning"
 )

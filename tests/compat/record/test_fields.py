@@ -21,7 +21,7 @@ import torch
 import compat
 from compat._features import SUB_BYTE_BITS
 from compat.saving import METADATA_KEY
-from tests.common import messages
+from tests.common.compat import messages
 
 Tensors = dict[str, torch.Tensor]
 Record = dict[str, Any]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import compat
 from compat.saving import METADATA_KEY
 from tests.common import oracle
-from tests.common.roundtrip import assert_round_trip
+from tests.common.compat.roundtrip import assert_round_trip
 
 Tensors = dict[str, torch.Tensor]
 Record = dict[str, Any]

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import compat
-from tests.common import messages
+from tests.common.compat import messages
 
 KEY = "__compat_sharing__"
 U8 = torch.arange(16, dtype=torch.uint8)

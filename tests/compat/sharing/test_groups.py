@@ -18,7 +18,7 @@ import torch
 
 import compat
 from tests.common import oracle
-from tests.common.roundtrip import FINDERS, assert_round_trip, placeholders, save_and_restore
+from tests.common.compat.roundtrip import FINDERS, assert_round_trip, placeholders, save_and_restore
 
 
 def many_groups(backend: str) -> dict[str, torch.Tensor]:

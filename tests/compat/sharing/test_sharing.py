@@ -24,9 +24,8 @@ from torch.testing._internal.two_tensor import TwoTensor
 import compat
 from compat import _overlap, saving
 from tests.common import oracle, torchao_api
-from tests.common import upstream_cases as upstream
-from tests.common.modules import leaves
-from tests.common.roundtrip import (
+from tests.common.compat import upstream_cases as upstream
+from tests.common.compat.roundtrip import (
     FINDERS,
     assert_groups_match_the_oracle,
     assert_round_trip,
@@ -37,6 +36,7 @@ from tests.common.roundtrip import (
     save_and_restore,
     saved_bytes,
 )
+from tests.common.modules import leaves
 from tests.common.strategies import base_tensor, cases
 
 # --- properties against the oracle ---------------------------------------------------------------

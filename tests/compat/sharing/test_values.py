@@ -21,7 +21,7 @@ import torch
 
 import compat
 from tests.common import oracle
-from tests.common.roundtrip import assert_round_trip, placeholders, save_and_restore
+from tests.common.compat.roundtrip import assert_round_trip, placeholders, save_and_restore
 
 FINDERS = (
     compat.find_shared_tensors,

@@ -7,7 +7,7 @@ for that version (and the tracker moved to a matrix.toml [[xfail]] limited to th
 The harness lists every tracker, with its reason, in the report.
 
 The safetensors cases are B1-B10 of docs/upstream-bugs.md (safetensors 0.8.0 is pinned in
-requirements/test.txt); their inputs live in tests/common/upstream_cases.py.
+requirements/test.txt); their inputs live in tests/common/compat/upstream_cases.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import _find_shared_tensors, _remove_duplicate_names
 
-from tests.common import upstream_cases as cases
+from tests.common.compat import upstream_cases as cases
 
 ST = "https://github.com/safetensors/safetensors"
 

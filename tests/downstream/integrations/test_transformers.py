@@ -33,8 +33,8 @@ import torch
 
 import compat
 from tests.common import downstream_models as models
+from tests.common.downstream.scenarios import scenario
 from tests.common.python_module import run_module
-from tests.common.scenarios import scenario
 
 transformers = pytest.importorskip("transformers", reason="the downstream tier installs it")
 pytest.importorskip("open_clip", reason="the downstream tier installs open_clip_torch")
@@ -255,7 +255,7 @@ def _load_peak(side: str, folder: Path) -> dict[str, Any]:
     # wheel runs from a folder without the tree's compat: harness/dist/wheel_cells.py)
     root = Path(__file__).absolute().parents[3]
     out = run_module(
-        "tests.common.load_peak", side, folder,
+        "tests.common.downstream.load_peak", side, folder,
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]

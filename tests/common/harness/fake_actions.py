@@ -18,7 +18,7 @@ from http.server import ThreadingHTTPServer
 from typing import Final
 from urllib.parse import parse_qs, urlparse
 
-from tests.common.local_http import QuietHandler
+from tests.common.harness.local_http import QuietHandler
 
 REPO: Final = "owner/compat-matrix"
 ACTIONS: Final = f"/api/repos/{REPO}/actions"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STANDINS = ROOT / "tests" / "actions"
 REPOSITORY = "compat-matrix/compat-matrix"  # what github.repository reads under act
 TIMES: dict[str, float] = {}  # each scenario's wall time, printed by tests/workflows/conftest.py

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOXFILE = ROOT / "noxfile.py"
 AO = ("0.6", "0.7", "0.8")  # the TorchAO versions in the uv cache (0.6.1, 0.7.0, 0.8.0)
 TEST_REQUIREMENTS = ("pytest==9.2.0", "pytest-reportlog==1.0.0")

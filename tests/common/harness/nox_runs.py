@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.common.python_module import run_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def nox(

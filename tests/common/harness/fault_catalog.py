@@ -4,7 +4,7 @@ and every fault by name, which docs/ counts."""
 
 from __future__ import annotations
 
-from tests.common.faultproject import index_env
+from tests.common.harness.faultproject import index_env
 
 # groups start in this order (the first backend also gets the uninstallable pins): the hang's
 # group second, so that its minute of sleep overlaps the other groups instead of following them

@@ -1,6 +1,6 @@
 """How much a process's resident memory peaks above where it stood while ``from_pretrained`` loads
 a folder, alone or through ``compat.integrations.transformers.patch()``: run in a fresh process
-(``python -m tests.common.load_peak plain|patched FOLDER``), it prints one JSON line
+(``python -m tests.common.downstream.load_peak plain|patched FOLDER``), it prints one JSON line
 ``{"peak_mb": ..., "tied": ...}``. Linux only: the peak is ``VmHWM`` of /proc/self/status, reset
 just before loading by writing 5 to /proc/self/clear_refs (proc(5))."""
 

@@ -28,7 +28,7 @@ import yaml
 from harness.matrix import spec
 from tests.common.python_module import run_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "docs" / "github-actions.md"  # where the caller workflow is documented
 WORKFLOWS = ROOT / ".github" / "workflows"
 

@@ -1,0 +1,3 @@
+"""Helpers only the act scenarios (``tests/workflows/``) use: running a workflow under act
+(``act``) and the upstream caller workflow's scenarios (``act_upstream``).
+"""
