@@ -12,7 +12,6 @@ nox process.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -251,21 +250,18 @@ def _test_run(
 ) -> tuple[str, str, str]:
     """The probe and pytest in one interpreter, read and judged: (status, reason, output)."""
     cell, role = plan.cell, plan.carry
-    source = role.made if role is not None else None
-    how = Reading(
-        plan.xfails, cell.timeout_s, stop.signal if stop else None, role=role, source=source
-    )
     # one interpreter per cell: the probe imports torch, records what loaded, then runs pytest
     probe = [str(plan.python), str(plan.probe_script), "--probe", cell.backend.torch_probe]
     pytest_args = plan.pytest_args
-    if role is not None and source is not None and not role.full:
+    carried = role.carried if role is not None else None
+    if carried is not None:
         deselect = plan.outdir / DESELECT_FILE
-        deselect.write_text("".join(f"{n}\n" for n in sorted(source.log.outcomes)))
+        deselect.write_text("".join(f"{n}\n" for n in sorted(carried.log.outcomes)))
         probe += ["--deselect", str(deselect)]
-        how = dataclasses.replace(how, carried=source.log)
-        pytest_args = narrowed(pytest_args, plan.tests, source.dependent)
+        pytest_args = narrowed(pytest_args, plan.tests, carried.dependent)
     ran = run([*probe, "--out", str(files.facts), "--", *pytest_args], env)
+    how = Reading(
+        cell.backend, plan.xfails, cell.timeout_s, stop.signal if stop else None, role=role
+    )
     verdict = evidence.read_test_run(ran, files, result, how)
-    if verdict.status == "skipped":
-        return "skipped", backends.torch_lacks(cell.backend, verdict.reason or None), ""
     return verdict.status, verdict.reason, ran.output

@@ -24,7 +24,9 @@ from typing import Any
 from harness.cells.probe import BACKEND_ABSENT, TORCH_IMPORT_FAILED
 from harness.cells.record import CellResult
 from harness.cells.status import FAILING, OUTCOMES, RAN_STATUSES
+from harness.matrix.backends import torch_lacks
 from harness.matrix.procs import Ran, signal_name
+from harness.matrix.spec import Backend
 
 PYTEST_STOPPED = {2: "interrupted", 3: "internal error", 4: "usage error"}  # pytest.ExitCode
 
@@ -367,6 +369,12 @@ class Role:
     made: Source | None = None  # set by the source cell once its blocked run is judged
     refused: str = ""  # why carrying is off for the set, set by the source cell
 
+    @property
+    def carried(self) -> Source | None:
+        """What a cell of the set carries verdicts from: ``made``, except in a full run (every
+        test runs in every cell, nothing is carried)."""
+        return None if self.full else self.made
+
 
 def read_leaks(path: Path) -> list[dict[str, str]] | None:
     """The blocked run's record of who reached the blocked distribution; None if unreadable."""
@@ -440,29 +448,22 @@ def judge(
     return outcome_verdict(merged.counts(), stale)
 
 
-def read_drift(path: Path) -> dict[str, Any]:
+def read_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object a run wrote (probe.json, drift.json, scenarios.json, peers.json); None if
+    the file is missing, unreadable or not a JSON object."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def write_drift(path: Path, carried: Mapping[str, Any]) -> None:
     """The cell's drift.json: the carried observations, then its own (which win)."""
-    own = read_drift(path)
+    own = read_object(path) or {}
     merged = {**carried, **own}
     if merged:
         path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
-
-
-def read_facts(path: Path) -> dict[str, Any] | None:
-    """probe.json: what the probe found installed and loaded; None if missing or bad."""
-    try:
-        facts = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return facts if isinstance(facts, dict) else None
 
 
 def read_blocked(role: Role, cell: str, ran: Ran, sub: Path, *, timeout_s: int) -> None:
@@ -470,7 +471,11 @@ def read_blocked(role: Role, cell: str, ran: Ran, sub: Path, *, timeout_s: int) 
     established, or ``role.refused`` says why nothing can be carried."""
     log = read_reportlog(sub / "log.jsonl")
     verdict = classify(
-        ran, read_facts(sub / "probe.json"), log, read_junit(sub / "junit.xml"), timeout_s=timeout_s
+        ran,
+        read_object(sub / "probe.json"),
+        log,
+        read_junit(sub / "junit.xml"),
+        timeout_s=timeout_s,
     )
     leaks = read_leaks(sub / "leaks.json")
     if verdict.status not in RAN_STATUSES:
@@ -482,7 +487,10 @@ def read_blocked(role: Role, cell: str, ran: Ran, sub: Path, *, timeout_s: int) 
         if not role.refused:
             independent = set(log.outcomes) - set(dependent)
             role.made = Source(
-                cell, keep(log, independent), tuple(dependent), read_drift(sub / "drift.json")
+                cell,
+                keep(log, independent),
+                tuple(dependent),
+                read_object(sub / "drift.json") or {},
             )
 
 
@@ -537,12 +545,7 @@ def tracker_outcomes(log: TestLog) -> dict[str, dict[str, str]]:
 def scenario_outcomes(path: Path, log: TestLog) -> dict[str, dict[str, str]]:
     """The downstream scenarios the tests named (``scenarios.json``), each with its outcome from
     the reportlog (``absent`` if it never reported); empty when the file is missing or bad."""
-    try:
-        named = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(named, dict):
-        return {}
+    named = read_object(path) or {}
     out: dict[str, dict[str, str]] = {}
     for nodeid, about in sorted(named.items()):
         if not isinstance(about, dict):
@@ -557,12 +560,7 @@ def peer_suites(path: Path) -> dict[str, dict[str, Any]]:
     """The peer suites' verdicts the tests wrote (``peers.json``: suite -> its entry, see
     tests/common/peers/check.py); the entries that are JSON objects, none if the file is
     missing or bad."""
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(found, dict):
-        return {}
+    found = read_object(path) or {}
     return {str(k): v for k, v in sorted(found.items()) if isinstance(v, dict)}
 
 
@@ -630,25 +628,25 @@ def carry_record(
 
 @dataclass(frozen=True)
 class Reading:
-    """What reading a cell's test run needs beside its files: the cell's expected failures and
-    deadline, the signal that stopped the run if one did, and its part in carrying."""
+    """What reading a cell's test run needs beside its files: the cell's backend, expected
+    failures and deadline, the signal that stopped the run if one did, and its part in
+    carrying (read once the blocked run, if any, is judged)."""
 
+    backend: Backend
     xfails: Sequence[dict[str, Any]]
     timeout_s: int
     stop_signal: str | None = None
     role: Role | None = None
-    source: Source | None = None
-    carried: TestLog = field(default_factory=TestLog)
 
 
 def read_test_run(ran: Ran, files: CellFiles, result: CellResult, how: Reading) -> Verdict:
     """Read a cell's test run (the probe, then pytest) into ``result``, carried tests included,
-    and judge it. A ``skipped`` verdict (the backend is absent inside torch) carries the probe's
-    error as its reason, for the caller to word (:func:`harness.matrix.backends.torch_lacks`)."""
-    facts = read_facts(files.facts)
+    and judge it."""
+    facts = read_object(files.facts)
     take_facts(result, ran, facts)
     own_log = read_reportlog(files.outdir / "log.jsonl")
-    test_log = merge(own_log, how.carried)
+    carried = how.role.carried if how.role is not None else None
+    test_log = merge(own_log, carried.log if carried is not None else TestLog())
     take_tests(result, test_log, files)
     stale = stale_patterns(how.xfails, test_log) if own_log.finished else []
     verdict = classify(
@@ -662,11 +660,12 @@ def read_test_run(ran: Ran, files: CellFiles, result: CellResult, how: Reading) 
         tampered=tampering(files),
     )
     if verdict.status == "skipped" and facts is not None:
-        return Verdict("skipped", str(facts.get("backend_error") or ""))
+        return Verdict("skipped", torch_lacks(how.backend, facts.get("backend_error")))
     if how.role is not None:
+        source = how.role.made
         verdict = carry_record(
-            how.role, how.source, result, verdict=verdict, merged=test_log, stale=stale
+            how.role, source, result, verdict=verdict, merged=test_log, stale=stale
         )
-        if how.source is not None and files.outdir.is_dir():
-            write_drift(files.outdir / "drift.json", how.source.drift)
+        if source is not None and files.outdir.is_dir():
+            write_drift(files.outdir / "drift.json", source.drift)
     return verdict
